@@ -1,0 +1,3 @@
+from spark_tui.entry import main
+
+raise SystemExit(main())

@@ -1,0 +1,16 @@
+"""`spark-tui doctor` (not built yet: see the open issues)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("doctor", help="(not built yet)")
+    p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+
+
+def run(args: argparse.Namespace) -> int:
+    from spark_tui.errors import SparkTuiError
+
+    raise SparkTuiError("'spark-tui doctor' is not built yet")

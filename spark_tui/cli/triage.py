@@ -1,0 +1,56 @@
+"""`spark-tui triage [--json] FILE...`: diagnoses from log files (`-` reads stdin)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("triage", help="diagnose log files against the knowledge base")
+    p.add_argument("files", nargs="+", metavar="FILE", help="log files; '-' reads standard input")
+    p.add_argument("--json", action="store_true", help="print one JSON object (see DESIGN.md)")
+    p.add_argument(
+        "--knowledge",
+        metavar="DIR",
+        help="use this knowledge directory instead of the built-in one",
+    )
+    p.add_argument("--engine", choices=("hyperscan", "re2", "re"), help=argparse.SUPPRESS)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from spark_tui.errors import InputError
+    from spark_tui.kb.diagnosis import DiagnosisBook
+    from spark_tui.kb.loader import load_knowledge
+    from spark_tui.kb.matcher import Matcher, scan_stream
+
+    kb = load_knowledge(Path(args.knowledge) if args.knowledge else None)
+    matcher = Matcher(kb, engine=args.engine)
+    book = DiagnosisBook()
+    stream = matcher.stream()
+    for name in args.files:
+        try:
+            fh = sys.stdin.buffer if name == "-" else open(name, "rb")  # noqa: SIM115
+        except OSError as exc:
+            raise InputError(f"cannot read: {exc.strerror}", name) from None
+        source = "<stdin>" if name == "-" else name
+        try:
+            for hit in scan_stream(matcher, source, fh, stream):
+                book.add(hit.wall, hit.source, hit.line_no, hit.evidence)
+        except OSError as exc:
+            raise InputError(f"cannot read: {exc.strerror or exc}", name) from None
+        finally:
+            if fh is not sys.stdin.buffer:
+                fh.close()
+    diagnoses = book.by_first_line()
+    if args.json:
+        json.dump({"diagnoses": [d.to_json() for d in diagnoses]}, sys.stdout, ensure_ascii=False)
+        sys.stdout.write("\n")
+        return 0
+    from spark_tui.cli.present import print_diagnoses
+
+    print_diagnoses(diagnoses, files=[("<stdin>" if f == "-" else f) for f in args.files])
+    return 0

@@ -1,0 +1,73 @@
+"""The `spark-tui` command: the TUI by default, a headless twin for everything else.
+
+Kept light: `spark-tui --help` imports argparse and the small command modules
+only; the engines and Textual are imported when a command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from spark_tui import __version__
+
+# name -> module under spark_tui.cli with add_parser(subparsers) and run(args) -> int
+COMMANDS = (
+    "demo",
+    "triage",
+    "doctor",
+    "recipes",
+    "kb",
+    "fix",
+    "watch",
+    "discover",
+    "report",
+    "trust",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="spark-tui",
+        description=(
+            "Bring up LLM serving across DGX Spark nodes: live panes for every node, "
+            "log triage against a knowledge base of known walls, one-key fixes, relaunch. "
+            "With no command: the TUI on ./cluster.yaml or ~/.config/spark-tui/cluster.yaml, "
+            "or on a built-in simulated cluster when there is none."
+        ),
+    )
+    parser.add_argument("--version", action="version", version=f"spark-tui {__version__}")
+    parser.add_argument("--config", metavar="FILE", help="cluster.yaml to use")
+    parser.add_argument(
+        "--read-only", action="store_true", help="refuse every action that changes a node"
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        importlib.import_module(f"spark_tui.cli.{name}").add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from spark_tui.errors import SparkTuiError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command is None:
+            from spark_tui.tui.launch import run_tui
+
+            return run_tui(config=args.config, read_only=args.read_only, scenario=None)
+        module = importlib.import_module(f"spark_tui.cli.{args.command}")
+        return int(module.run(args) or 0)
+    except SparkTuiError as exc:
+        print(f"spark-tui: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

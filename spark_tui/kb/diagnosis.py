@@ -1,0 +1,121 @@
+"""Diagnoses: hits of the matcher (and of the reading rules) gathered per wall per source."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from spark_tui.kb.schema import SEVERITY_RANK, Wall
+
+
+@dataclass
+class Diagnosis:
+    """One wall seen in one source (a log file, a node's stream, a node's readings)."""
+
+    wall: Wall
+    source: str
+    line: int  # first line of evidence (0 for reading rules)
+    evidence: str
+    count: int = 1
+    node: str | None = None
+    cause: str | None = None  # id of the cause chosen from the readings
+    first_seen: float = 0.0
+    last_seen: float = 0.0
+    evidence_lines: list[tuple[int, str]] = field(default_factory=list)
+    fix_ids: tuple[str, ...] = ()
+
+    @property
+    def severity(self) -> str:
+        return self.wall.severity
+
+    def fixes(self) -> tuple[str, ...]:
+        return self.fix_ids or tuple(f.id for f in self.wall.fixes)
+
+    def to_json(self) -> dict[str, object]:
+        """The object of DESIGN.md's `triage --json`."""
+        return {
+            "wall": self.wall.id,
+            "title": self.wall.title,
+            "severity": self.wall.severity,
+            "file": self.source,
+            "line": self.line,
+            "count": self.count,
+            "evidence": self.evidence,
+            "fixes": list(self.fixes()),
+        }
+
+
+class DiagnosisBook:
+    """Diagnoses keyed by (wall, source): the first evidence and a count of matching lines."""
+
+    MAX_EVIDENCE_LINES = 20
+
+    def __init__(self) -> None:
+        self._by_key: dict[tuple[str, str], Diagnosis] = {}
+        self._last_line: dict[tuple[str, str], int] = {}
+        self._source_order: dict[str, int] = {}
+
+    def add(
+        self,
+        wall: Wall,
+        source: str,
+        line: int,
+        evidence: str,
+        *,
+        node: str | None = None,
+        now: float = 0.0,
+        facts: dict[str, object] | None = None,
+    ) -> tuple[Diagnosis, bool]:
+        """Record one piece of evidence; returns the diagnosis and whether it is new.
+
+        Several hits on the same line (a long line matched in pieces) count once.
+        """
+        key = (wall.id, source)
+        self._source_order.setdefault(source, len(self._source_order))
+        diag = self._by_key.get(key)
+        if diag is None:
+            cause = wall.choose_cause(facts) if facts is not None else None
+            diag = Diagnosis(
+                wall,
+                source,
+                line,
+                evidence,
+                node=node,
+                first_seen=now,
+                last_seen=now,
+                cause=cause.id if cause else None,
+                fix_ids=tuple(f.id for f in wall.fixes_for(facts)) if facts is not None else (),
+            )
+            diag.evidence_lines.append((line, evidence))
+            self._by_key[key] = diag
+            self._last_line[key] = line
+            return diag, True
+        if line and self._last_line.get(key) == line:
+            return diag, False
+        self._last_line[key] = line
+        diag.count += 1
+        diag.last_seen = now
+        if len(diag.evidence_lines) < self.MAX_EVIDENCE_LINES:
+            diag.evidence_lines.append((line, evidence))
+        return diag, False
+
+    def by_first_line(self) -> list[Diagnosis]:
+        """In the order the sources were first seen, then by first line."""
+        order = self._source_order
+        return sorted(
+            self._by_key.values(),
+            key=lambda d: (order[d.source], d.line, SEVERITY_RANK[d.severity]),
+        )
+
+    def newest_first(self) -> list[Diagnosis]:
+        return sorted(
+            self._by_key.values(), key=lambda d: (-d.last_seen, SEVERITY_RANK[d.severity])
+        )
+
+    def get(self, wall_id: str, source: str) -> Diagnosis | None:
+        return self._by_key.get((wall_id, source))
+
+    def __len__(self) -> int:
+        return len(self._by_key)
+
+    def __iter__(self):
+        return iter(self._by_key.values())

@@ -1,0 +1,449 @@
+"""Load and validate the knowledge base: every error names file and line, and
+nothing is half-loaded (one bad file → no knowledge base at all)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from spark_tui import paths
+from spark_tui.errors import InputError, InputErrors
+from spark_tui.facts import unknown_fact_reason
+from spark_tui.kb.conditions import Condition, parse_condition
+from spark_tui.kb.schema import (
+    ACTION_FIELDS,
+    ENGINES,
+    EVIDENCE_ITEMS,
+    KINDS,
+    PATCH_TARGETS,
+    RISKS,
+    SEVERITIES,
+    TARGETS,
+    Action,
+    Cause,
+    Fix,
+    LogSignature,
+    ReadingRule,
+    Wall,
+)
+from spark_tui.yamlfile import LDict, LList, line_of, load_yaml
+
+_ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9.]+)*$")
+WALL_FIELDS = {
+    "id": True,
+    "title": True,
+    "severity": True,
+    "kind": True,
+    "engines": True,
+    "summary": True,
+    "signatures": True,
+    "causes": False,
+    "fixes": True,
+    "references": True,
+    "explain": False,
+}
+LOG_SIG_FIELDS = {"log", "then", "within", "ignore_case"}
+RULE_FIELDS = {"when", "for", "scope"}
+CAUSE_FIELDS = {"id", "title", "when", "fixes"}
+FIX_FIELDS = {"id", "title", "risk", "root", "actions", "verify", "note"}
+
+
+class _Collector:
+    """Gathers errors for one file so the user sees all of them at once."""
+
+    def __init__(self, file: str) -> None:
+        self.file = file
+        self.errors: list[InputError] = []
+
+    def err(self, message: str, container: Any = None, key: str | int | None = None) -> None:
+        line = None
+        if container is not None:
+            line = line_of(container, key) if key is not None else getattr(container, "line", None)
+        self.errors.append(InputError(message, self.file, line))
+
+    def fields(
+        self, data: Any, allowed: Iterable[str], what: str, required: Iterable[str] = ()
+    ) -> bool:
+        if not isinstance(data, dict):
+            self.err(f"{what} must be a mapping", data)
+            return False
+        allowed = set(allowed)
+        for key in data:
+            if key not in allowed:
+                self.err(
+                    f"unknown field {key!r} in {what} (allowed: {', '.join(sorted(allowed))})",
+                    data,
+                    key,
+                )
+        for key in required:
+            if key not in data:
+                self.err(f"missing field {key!r} in {what}", data)
+        return True
+
+    def text(self, data: dict, key: str, what: str, required: bool = True) -> str:
+        value = data.get(key)
+        if value is None:
+            if required:
+                self.err(f"missing field {key!r} in {what}", data)
+            return ""
+        if not isinstance(value, str) or not value.strip():
+            self.err(f"{what}: {key!r} must be non-empty text", data, key)
+            return ""
+        return value.strip()
+
+    def choice(
+        self, data: dict, key: str, choices: tuple[str, ...], what: str, default: str | None = None
+    ) -> str:
+        value = data.get(key, default)
+        if value not in choices:
+            self.err(
+                f"{what}: {key!r} is {value!r}, expected one of {', '.join(choices)}", data, key
+            )
+            return choices[0]
+        return value
+
+    def regex(self, pattern: Any, container: Any, key: str | int, flags: int = 0) -> str:
+        if not isinstance(pattern, str) or not pattern:
+            self.err("a log signature must be a non-empty regex string", container, key)
+            return ""
+        try:
+            re.compile(pattern, flags)
+        except re.error as exc:
+            self.err(f"regex does not compile: {exc} in {pattern!r}", container, key)
+            return ""
+        from spark_tui.kb.matcher import engine_rejects
+
+        reason = engine_rejects(pattern)
+        if reason:
+            self.err(f"regex not supported by the matcher: {reason} in {pattern!r}", container, key)
+            return ""
+        return pattern
+
+    def conditions(
+        self, raw: Any, container: Any, key: str | int, what: str
+    ) -> tuple[Condition, ...]:
+        if isinstance(raw, str):
+            raw = [raw]
+        if not isinstance(raw, list) or not raw:
+            self.err(f"{what} must be a list of conditions like 'gpu.sm_pct >= 90'", container, key)
+            return ()
+        out = []
+        for i, text in enumerate(raw):
+            where_c, where_k = (raw, i) if isinstance(raw, LList) else (container, key)
+            try:
+                cond = parse_condition(text)
+            except ValueError as exc:
+                self.err(f"{what}: {exc}", where_c, where_k)
+                continue
+            for path in (cond.path, getattr(cond.value, "path", None)):
+                reason = unknown_fact_reason(path) if path else None
+                if reason:
+                    self.err(f"{what}: {reason}", where_c, where_k)
+            out.append(cond)
+        return tuple(out)
+
+
+def _signatures(
+    c: _Collector, raw: Any, data: dict
+) -> tuple[tuple[LogSignature, ...], tuple[ReadingRule, ...]]:
+    logs: list[LogSignature] = []
+    rules: list[ReadingRule] = []
+    if not isinstance(raw, list):
+        c.err("'signatures' must be a list", data, "signatures")
+        return (), ()
+    for i, sig in enumerate(raw):
+        where = f"signature {i + 1}"
+        if not isinstance(sig, dict):
+            c.err(f"{where} must be a mapping with 'log' or 'when'", raw, i)
+            continue
+        if "log" in sig:
+            c.fields(sig, LOG_SIG_FIELDS, where)
+            ignore_case = bool(sig.get("ignore_case", False))
+            flags = re.IGNORECASE if ignore_case else 0
+            pattern = c.regex(sig.get("log"), sig, "log", flags)
+            then = c.regex(sig["then"], sig, "then", flags) if "then" in sig else None
+            within = sig.get("within", 30)
+            if not isinstance(within, int) or isinstance(within, bool) or within < 1:
+                c.err(f"{where}: 'within' must be a positive number of lines", sig, "within")
+                within = 30
+            if pattern:
+                logs.append(
+                    LogSignature(pattern, then or None, within, ignore_case, line_of(raw, i) or 0)
+                )
+        elif "when" in sig:
+            c.fields(sig, RULE_FIELDS, where)
+            when = c.conditions(sig.get("when"), sig, "when", where)
+            for_s = sig.get("for", 0)
+            if not isinstance(for_s, (int, float)) or isinstance(for_s, bool) or for_s < 0:
+                c.err(f"{where}: 'for' must be a number of seconds", sig, "for")
+                for_s = 0
+            scope = c.choice(sig, "scope", ("node", "cluster", "recipe"), where, default="node")
+            if when:
+                rules.append(ReadingRule(when, float(for_s), scope, line_of(raw, i) or 0))  # type: ignore[arg-type]
+        else:
+            c.err(f"{where} needs 'log' (a regex) or 'when' (conditions over readings)", raw, i)
+    return tuple(logs), tuple(rules)
+
+
+def _action(c: _Collector, raw: Any, container: Any, index: int, where: str) -> Action | None:
+    if not isinstance(raw, dict) or "type" not in raw:
+        c.err(
+            f"{where}: an action is a mapping with a 'type' ({', '.join(ACTION_FIELDS)})",
+            container,
+            index,
+        )
+        return None
+    kind = raw["type"]
+    if kind not in ACTION_FIELDS:
+        c.err(
+            f"{where}: unknown action type {kind!r} (known: {', '.join(ACTION_FIELDS)})",
+            raw,
+            "type",
+        )
+        return None
+    required, optional = ACTION_FIELDS[kind]
+    c.fields(raw, required | optional | {"type"}, f"{where} ({kind})", required)
+    params = {k: v for k, v in raw.items() if k != "type"}
+    if "on" in params and params["on"] not in TARGETS:
+        c.err(f"{where}: 'on' is {params['on']!r}, expected one of {', '.join(TARGETS)}", raw, "on")
+    if kind == "run" and not (isinstance(params.get("command"), str) and params["command"].strip()):
+        c.err(f"{where}: 'command' must be a non-empty shell command", raw, "command")
+    if kind == "patch-recipe":
+        if not any(k in params for k in ("set_args", "unset_args", "set_env", "unset_env")):
+            c.err(f"{where}: a recipe patch must set or unset something", raw)
+        if params.get("target", "serve") not in PATCH_TARGETS:
+            c.err(f"{where}: 'target' must be one of {', '.join(PATCH_TARGETS)}", raw, "target")
+        for key in ("set_args", "set_env"):
+            if key in params and not isinstance(params[key], dict):
+                c.err(f"{where}: {key!r} must be a mapping", raw, key)
+        for key in ("unset_args", "unset_env"):
+            if key in params and not isinstance(params[key], list):
+                c.err(f"{where}: {key!r} must be a list", raw, key)
+    if kind == "collect-evidence":
+        items = params.get("items")
+        if not isinstance(items, list) or not items or any(i not in EVIDENCE_ITEMS for i in items):
+            c.err(f"{where}: 'items' must list some of {', '.join(EVIDENCE_ITEMS)}", raw, "items")
+    return Action(kind, _plain(params))
+
+
+def _plain(value: Any) -> Any:
+    """Strip the line-tracking containers so actions are ordinary data."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _fixes(c: _Collector, raw: Any, data: dict) -> tuple[Fix, ...]:
+    if not isinstance(raw, list):
+        c.err("'fixes' must be a list (empty for walls that need no fix)", data, "fixes")
+        return ()
+    fixes: list[Fix] = []
+    seen: set[str] = set()
+    for i, fx in enumerate(raw):
+        where = f"fix {i + 1}"
+        if not c.fields(fx, FIX_FIELDS, where, ("id", "title", "risk", "actions")):
+            continue
+        fid = c.text(fx, "id", where)
+        if fid and not _ID.match(fid):
+            c.err(f"{where}: id {fid!r} must be kebab-case", fx, "id")
+        if fid in seen:
+            c.err(f"{where}: duplicate fix id {fid!r}", fx, "id")
+        seen.add(fid)
+        actions_raw = fx.get("actions")
+        actions: list[Action] = []
+        if not isinstance(actions_raw, list) or not actions_raw:
+            c.err(
+                f"{where} ({fid}): a fix needs at least one action",
+                fx,
+                "actions" if "actions" in fx else None,
+            )
+        else:
+            for j, a in enumerate(actions_raw):
+                act = _action(c, a, actions_raw, j, f"{where} ({fid}) action {j + 1}")
+                if act:
+                    actions.append(act)
+        verify = (
+            c.conditions(fx["verify"], fx, "verify", f"{where} verify") if "verify" in fx else ()
+        )
+        root = fx.get("root", False)
+        if not isinstance(root, bool):
+            c.err(f"{where}: 'root' must be true or false", fx, "root")
+        fixes.append(
+            Fix(
+                fid,
+                c.text(fx, "title", where),
+                c.choice(fx, "risk", RISKS, where),  # type: ignore[arg-type]
+                bool(root),
+                tuple(actions),
+                verify,
+                str(fx.get("note", "") or "").strip(),
+            )
+        )
+    return tuple(fixes)
+
+
+def _causes(c: _Collector, raw: Any, data: dict, fix_ids: set[str]) -> tuple[Cause, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        c.err("'causes' must be a list", data, "causes")
+        return ()
+    causes = []
+    for i, cs in enumerate(raw):
+        where = f"cause {i + 1}"
+        if not c.fields(cs, CAUSE_FIELDS, where, ("id", "title", "fixes")):
+            continue
+        when = c.conditions(cs["when"], cs, "when", where) if "when" in cs else ()
+        fixes = cs.get("fixes")
+        if not isinstance(fixes, list) or not fixes:
+            c.err(f"{where}: 'fixes' must list the fix ids this cause calls for", cs, "fixes")
+            fixes = []
+        for fid in fixes:
+            if fid not in fix_ids:
+                c.err(f"{where}: names fix {fid!r}, which this wall does not define", cs, "fixes")
+        causes.append(
+            Cause(
+                c.text(cs, "id", where),
+                c.text(cs, "title", where),
+                when,
+                tuple(str(f) for f in fixes),
+            )
+        )
+    return tuple(causes)
+
+
+def parse_wall(data: Any, file: str) -> Wall:
+    """Validate one wall's YAML data; raise InputErrors listing every problem."""
+    c = _Collector(file)
+    if not isinstance(data, LDict):
+        raise InputError(
+            "a wall file must hold one mapping (id, title, severity, …)",
+            file,
+            getattr(data, "line", 1),
+        )
+    c.fields(data, WALL_FIELDS, "the wall", [k for k, req in WALL_FIELDS.items() if req])
+    wid = c.text(data, "id", "the wall")
+    if wid and not _ID.match(wid):
+        c.err(f"id {wid!r} must be kebab-case", data, "id")
+    engines = data.get("engines", [])
+    if not isinstance(engines, list) or not engines or any(e not in ENGINES for e in engines):
+        c.err(f"'engines' must list some of {', '.join(ENGINES)}", data, "engines")
+        engines = []
+    errors_before = len(c.errors)
+    logs, rules = _signatures(c, data.get("signatures", []), data)
+    kind = c.choice(data, "kind", KINDS, "the wall")
+    if len(c.errors) > errors_before:
+        pass  # the signature errors say enough
+    elif "signatures" in data and not logs and not rules:
+        c.err("a wall needs at least one signature", data, "signatures")
+    if kind == "log" and not logs and "signatures" in data:
+        c.err("a log wall needs at least one 'log' signature", data, "signatures")
+    if kind in ("metric", "check") and not rules and "signatures" in data:
+        c.err(f"a {kind} wall needs at least one 'when' signature", data, "signatures")
+    fixes = _fixes(c, data.get("fixes", []), data)
+    causes = _causes(c, data.get("causes"), data, {f.id for f in fixes})
+    refs = data.get("references")
+    if (
+        not isinstance(refs, list)
+        or not refs
+        or not all(isinstance(r, str) and r.strip() for r in refs)
+    ):
+        c.err(
+            "'references' must list the seeds and upstream issues this wall comes from",
+            data,
+            "references",
+        )
+        refs = []
+    severity = c.choice(data, "severity", SEVERITIES, "the wall")
+    if not fixes and severity != "info" and "fixes" in data and not data.get("explain"):
+        c.err("a wall with no fix must say why in 'explain'", data, "fixes")
+    if c.errors:
+        raise InputErrors(c.errors)
+    return Wall(
+        id=wid,
+        title=c.text(data, "title", "the wall"),
+        severity=severity,  # type: ignore[arg-type]
+        kind=kind,  # type: ignore[arg-type]
+        engines=tuple(engines),
+        summary=" ".join(c.text(data, "summary", "the wall").split()),
+        signatures=logs,
+        rules=rules,
+        causes=causes,
+        fixes=fixes,
+        references=tuple(r.strip() for r in refs),
+        explain=" ".join(str(data.get("explain") or "").split()),
+        source=file,
+    )
+
+
+@dataclass(frozen=True)
+class KnowledgeBase:
+    """All walls by id, in a stable order (by id)."""
+
+    walls: dict[str, Wall]
+
+    def __iter__(self):
+        return iter(self.walls.values())
+
+    def __len__(self) -> int:
+        return len(self.walls)
+
+    def get(self, wall_id: str) -> Wall:
+        try:
+            return self.walls[wall_id]
+        except KeyError:
+            raise InputError(f"unknown wall id {wall_id!r} (see 'spark-tui kb list')") from None
+
+
+def load_dir(directory: Path) -> dict[str, Wall]:
+    """Load every *.yaml in one directory; all errors at once, or nothing."""
+    if not directory.is_dir():
+        raise InputError("not a directory", str(directory))
+    walls: dict[str, Wall] = {}
+    errors: list[InputError] = []
+    for path in sorted(directory.glob("*.y*ml")):
+        if path.suffix not in (".yaml", ".yml"):
+            continue
+        try:
+            wall = parse_wall(load_yaml(path), str(path))
+        except InputErrors as exc:
+            errors.extend(exc.errors)
+            continue
+        except InputError as exc:
+            errors.append(exc)
+            continue
+        if wall.id in walls:
+            errors.append(
+                InputError(
+                    f"duplicate wall id {wall.id!r} (also in {walls[wall.id].source})", str(path), 1
+                )
+            )
+            continue
+        if path.stem != wall.id:
+            errors.append(
+                InputError(
+                    f"the file of wall {wall.id!r} must be named {wall.id}.yaml", str(path), 1
+                )
+            )
+            continue
+        walls[wall.id] = wall
+    if errors:
+        raise InputErrors(errors)
+    return walls
+
+
+def load_knowledge(
+    builtin: Path | None = None, user: Path | None = None, use_user: bool = True
+) -> KnowledgeBase:
+    """The built-in walls, then the user's (~/.config/spark-tui/knowledge/), which
+    add walls or replace built-in ones with the same id."""
+    walls = load_dir(builtin or paths.builtin_knowledge_dir())
+    user_dir = user or paths.user_knowledge_dir()
+    if use_user and user_dir.is_dir():
+        walls.update(load_dir(user_dir))
+    return KnowledgeBase(dict(sorted(walls.items())))

@@ -1,0 +1,152 @@
+"""The knowledge base's data model: walls, their signatures, causes and fixes.
+
+One YAML file per wall (knowledge/<id>.yaml); `spark_tui.kb.loader` turns it
+into these frozen objects after validating every field. knowledge/SCHEMA.md is
+the reference for authors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from spark_tui.kb.conditions import Condition
+
+Severity = Literal["error", "warning", "info"]
+Kind = Literal["log", "metric", "check"]
+Risk = Literal["safe", "disruptive", "destructive"]
+
+SEVERITIES: tuple[str, ...] = ("error", "warning", "info")
+KINDS: tuple[str, ...] = ("log", "metric", "check")
+RISKS: tuple[str, ...] = ("safe", "disruptive", "destructive")
+ENGINES: tuple[str, ...] = ("vllm", "sglang", "ray", "pytorch", "nccl", "kernel", "any")
+TARGETS: tuple[str, ...] = ("all", "head", "workers", "seen")
+SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
+
+# Action types and their fields: name -> (required fields, optional fields).
+# Each type is rendered to exact commands by spark_tui.remedy (preview == run).
+ACTION_FIELDS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    # Run a shell command on nodes. `command` may use {node.fabric_if},
+    # {node.fabric_ip}, {head.fabric_ip}, {node.name}; values are quoted.
+    "run": (frozenset({"command"}), frozenset({"on", "root"})),
+    # Change the recipe: a new revision with a diff (undo restores the last one).
+    # target: serve (vllm/sglang args and env), ray (ray start args and the
+    # daemon's env), docker (docker run args).
+    "patch-recipe": (
+        frozenset(),
+        frozenset({"target", "set_args", "unset_args", "set_env", "unset_env"}),
+    ),
+    # Stop and start Ray on every node with these arguments / daemon environment.
+    "restart-ray": (frozenset(), frozenset({"args", "env"})),
+    # Reboot nodes and wait until they answer again.
+    "reboot": (frozenset(), frozenset({"on"})),
+    # Move a file aside to PATH.spark-tui-backup-<timestamp> (never delete).
+    "move-aside": (frozenset({"path"}), frozenset({"on", "root"})),
+    # Use another recipe (default: the current recipe's `instead`).
+    "switch-recipe": (frozenset(), frozenset({"to"})),
+    # Stop containers and Ray on nodes (the serving stack), nothing else.
+    "stop-stack": (frozenset(), frozenset({"on"})),
+    # Stop the stack, drop caches, run the launch plan again.
+    "relaunch": (frozenset(), frozenset({"clean"})),
+    # Gather evidence into the incident report before anything is restarted.
+    "collect-evidence": (frozenset({"items"}), frozenset({"on"})),
+}
+EVIDENCE_ITEMS: tuple[str, ...] = (
+    "log-tail",
+    "py-spy",
+    "readings",
+    "kernel-log-previous-boot",
+    "pstore",
+    "nvidia-bug-report",
+    "nccl-libraries",
+)
+PATCH_TARGETS: tuple[str, ...] = ("serve", "ray", "docker")
+
+
+@dataclass(frozen=True)
+class LogSignature:
+    """A regex over one log line; with `then`, a second regex that must match
+    within `within` lines after the first (multi-line evidence)."""
+
+    pattern: str
+    then: str | None = None
+    within: int = 30
+    ignore_case: bool = False
+    line: int = 0  # where it was written, for error messages
+
+
+@dataclass(frozen=True)
+class ReadingRule:
+    """Conditions over node readings (scope node) or the whole cluster
+    (scope cluster) that must all hold for `for_s` seconds."""
+
+    when: tuple[Condition, ...]
+    for_s: float = 0.0
+    scope: Literal["node", "cluster", "recipe"] = "node"
+    line: int = 0
+
+
+@dataclass(frozen=True)
+class Action:
+    type: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def on(self) -> str:
+        return str(self.params.get("on", "seen"))
+
+
+@dataclass(frozen=True)
+class Fix:
+    id: str
+    title: str
+    risk: Risk
+    root: bool
+    actions: tuple[Action, ...]
+    verify: tuple[Condition, ...] = ()
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Cause:
+    """One of several reasons for a wall; readings tell them apart."""
+
+    id: str
+    title: str
+    when: tuple[Condition, ...]
+    fixes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Wall:
+    id: str
+    title: str
+    severity: Severity
+    kind: Kind
+    engines: tuple[str, ...]
+    summary: str
+    signatures: tuple[LogSignature, ...]
+    rules: tuple[ReadingRule, ...]
+    causes: tuple[Cause, ...]
+    fixes: tuple[Fix, ...]
+    references: tuple[str, ...]
+    explain: str = ""
+    source: str = ""  # the file it was loaded from
+
+    def fix(self, fix_id: str) -> Fix | None:
+        return next((f for f in self.fixes if f.id == fix_id), None)
+
+    def choose_cause(self, facts: dict[str, object]) -> Cause | None:
+        """The first cause whose conditions hold (a cause without conditions is the default)."""
+        for cause in self.causes:
+            if all(c.holds(facts) for c in cause.when):
+                return cause
+        return None
+
+    def fixes_for(self, facts: dict[str, object] | None = None) -> tuple[Fix, ...]:
+        """Fixes in order of preference; the chosen cause's fixes come first."""
+        cause = self.choose_cause(facts) if facts is not None else None
+        if cause is None:
+            return self.fixes
+        first = [f for fid in cause.fixes if (f := self.fix(fid)) is not None]
+        return tuple(first + [f for f in self.fixes if f not in first])

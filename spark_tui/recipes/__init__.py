@@ -1,0 +1,1 @@
+"""spark_tui.recipes (see the package's modules). Never imports Textual."""

@@ -1,0 +1,1 @@
+"""spark_tui.sim (see the package's modules). Never imports Textual."""

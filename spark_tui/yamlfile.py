@@ -1,0 +1,100 @@
+"""YAML that remembers where every key came from, so errors can name file and line.
+
+Used by every loader (knowledge base, recipes, cluster config).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from spark_tui.errors import InputError
+
+
+class LDict(dict):
+    """A mapping from YAML with the line of the mapping and of each key (1-based)."""
+
+    line: int = 0
+    key_lines: dict[str, int]
+
+    def line_of(self, key: str) -> int:
+        return self.key_lines.get(key, self.line)
+
+
+class LList(list):
+    """A sequence from YAML with its line and the line of each item (1-based)."""
+
+    line: int = 0
+    item_lines: list[int]
+
+    def line_of(self, index: int) -> int:
+        return self.item_lines[index] if index < len(self.item_lines) else self.line
+
+
+class _Loader(yaml.SafeLoader):
+    pass
+
+
+def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> LDict:
+    loader.flatten_mapping(node)
+    result = LDict()
+    result.line = node.start_mark.line + 1
+    result.key_lines = {}
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        if not isinstance(key, (str, int, float, bool)) and key is not None:
+            raise yaml.constructor.ConstructorError(
+                None, None, "a key must be a plain value", key_node.start_mark
+            )
+        skey = str(key) if not isinstance(key, str) else key
+        if skey in result:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {skey!r}", key_node.start_mark
+            )
+        result[skey] = loader.construct_object(value_node, deep=True)
+        result.key_lines[skey] = key_node.start_mark.line + 1
+    return result
+
+
+def _construct_sequence(loader: _Loader, node: yaml.SequenceNode) -> LList:
+    result = LList(loader.construct_object(child, deep=True) for child in node.value)
+    result.line = node.start_mark.line + 1
+    result.item_lines = [child.start_mark.line + 1 for child in node.value]
+    return result
+
+
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
+
+
+def parse_yaml(text: str, file: str) -> Any:
+    """Parse YAML text; a syntax error becomes an InputError naming file and line."""
+    try:
+        return yaml.load(text, Loader=_Loader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else None
+        reason = " ".join(p for p in (exc.context, exc.problem) if p) or "invalid YAML"
+        raise InputError(f"invalid YAML: {reason}", file, line) from None
+    except yaml.YAMLError as exc:
+        raise InputError(f"invalid YAML: {exc}", file) from None
+
+
+def load_yaml(path: Path) -> Any:
+    """Read and parse one YAML file, naming the file in every error."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read: {exc}", str(path)) from None
+    return parse_yaml(text, str(path))
+
+
+def line_of(container: Any, key: str | int) -> int | None:
+    """The line of a key (mapping) or index (sequence), when the container knows it."""
+    if isinstance(container, LDict) and isinstance(key, str):
+        return container.line_of(key)
+    if isinstance(container, LList) and isinstance(key, int):
+        return container.line_of(key)
+    return getattr(container, "line", None)
