@@ -1,0 +1,75 @@
+"""The exact command lines spark-tui sends to a node to read it.
+
+A contract between the probes (spark_tui.nodes, which parse the output) and
+the simulator (spark_tui.sim, which must answer every one of them the way a
+DGX Spark does). Add commands here, never inline in a probe.
+
+Everything here is read-only. The sampling round joins the SAMPLE sections
+into ONE small `sh` script (one remote process per round): each section is
+printed after a marker line `@@spark-tui <section>` and ends with
+`@@spark-tui-rc <exit code>`; a missing tool shows as exit code 127.
+"""
+
+from __future__ import annotations
+
+MARKER = "@@spark-tui"
+MARKER_RC = "@@spark-tui-rc"
+
+GPU_QUERY_FIELDS = (
+    "index,name,uuid,utilization.gpu,utilization.memory,memory.used,memory.total,"
+    "temperature.gpu,power.draw,clocks.sm"
+)
+
+# section name -> command; all of them run in every sampling round (cheap reads only)
+SAMPLE: dict[str, str] = {
+    "meminfo": "cat /proc/meminfo",
+    "gpu": f"nvidia-smi --query-gpu={GPU_QUERY_FIELDS} --format=csv",
+    "gpu-apps": "nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv",
+    "containers": "docker ps -a --format '{{json .}}'",
+    "drm-override": "ls /etc/modprobe.d/zz-nvidia-drm-override.conf",
+    "boot": "cat /proc/sys/kernel/random/boot_id /proc/uptime",
+    "links": "ip -o link",
+    "addrs": "ip -br addr",
+}
+
+# read less often (every few rounds, or on demand)
+SLOW: dict[str, str] = {
+    "ray": "docker exec ray-head ray status",
+    "roce": "ibdev2netdev",
+    "nvrm": "dmesg --ctime 2>/dev/null | grep NVRM | tail -n 50",
+    "ports": "ss -ltnH",
+}
+
+# continuous streams, each a long-lived channel
+DMON = "nvidia-smi dmon -s pu"  # power + SM %, memory-bandwidth %, once a second
+SERVE_LOG_TAIL = "docker logs -f --tail 200 {container}"  # {container}: quoted by the caller
+
+
+def sample_script(sections: dict[str, str]) -> str:
+    """One sh script that prints every section behind its marker, whatever fails."""
+    parts = []
+    for name, command in sections.items():
+        parts.append(f"echo '{MARKER} {name}'; {command} 2>&1; echo \"{MARKER_RC} $?\"")
+    return "; ".join(parts)
+
+
+def split_sections(output: str) -> dict[str, tuple[int, str]]:
+    """Split a sampling round's output into section -> (exit code, text)."""
+    out: dict[str, tuple[int, str]] = {}
+    name: str | None = None
+    lines: list[str] = []
+    for line in output.splitlines():
+        if line.startswith(MARKER_RC + " ") and name is not None:
+            try:
+                rc = int(line[len(MARKER_RC) + 1 :].strip())
+            except ValueError:
+                rc = -1
+            out[name] = (rc, "\n".join(lines))
+            name, lines = None, []
+        elif line.startswith(MARKER + " "):
+            name, lines = line[len(MARKER) + 1 :].strip(), []
+        elif name is not None:
+            lines.append(line)
+    if name is not None:  # cut off mid-section
+        out[name] = (-1, "\n".join(lines))
+    return out

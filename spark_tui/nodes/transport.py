@@ -1,0 +1,112 @@
+"""One way to run a command on a node, whatever the node is.
+
+Implementations: LocalTransport (subprocess, host: local), SSHTransport
+(paramiko, one connection per node), SimTransport (spark_tui.sim: a simulated
+GB10 node that answers the same commands). One test suite runs over all of
+them (tests/test_transport_contract.py).
+
+Every command is one POSIX `sh` command line, already quoted by
+spark_tui.shell. A transport never raises for a dropped node except
+NodeUnreachable, and records the reachability for the UI in `state`.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from spark_tui.errors import SparkTuiError
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """What a finished command left: exit code, output (text, decoded leniently), seconds taken."""
+
+    command: str
+    exit_code: int
+    stdout: str
+    stderr: str = ""
+    duration_s: float = 0.0
+    timed_out: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+    def tail(self, lines: int = 20) -> str:
+        """The last lines of stdout and stderr, for the journal and error messages."""
+        text = (self.stdout + ("\n" + self.stderr if self.stderr else "")).strip("\n")
+        return "\n".join(text.splitlines()[-lines:])
+
+
+class NodeUnreachable(SparkTuiError):
+    """The node cannot be reached now (the transport keeps retrying in the background)."""
+
+    def __init__(self, node: str, reason: str, since: float | None = None) -> None:
+        self.node = node
+        self.reason = reason
+        self.since = since
+        super().__init__(f"{node}: unreachable ({reason})")
+
+
+@dataclass(frozen=True)
+class Reachability:
+    """What the UI shows: 'reachable', or 'unreachable since 12:03:14, retrying'."""
+
+    reachable: bool
+    since: float  # when this state began (clock seconds)
+    reason: str = ""
+    retrying: bool = False
+
+
+class LineStream(abc.ABC):
+    """Output of a long-running command (dmon, a log tail), line by line."""
+
+    @abc.abstractmethod
+    def __iter__(self) -> Iterator[str]:
+        """Lines without their newline, as they arrive; ends when the command ends or close() is called."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Stop the command (idempotent)."""
+
+    def __enter__(self) -> LineStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Transport(abc.ABC):
+    """A connection to one node."""
+
+    #: the node's name, as in cluster.yaml
+    name: str
+
+    @abc.abstractmethod
+    def run(self, command: str, timeout: float = 30.0, input: bytes | None = None) -> CommandResult:
+        """Run one shell command line and wait for it, at most `timeout` seconds
+        (then the result has timed_out=True and the command is killed).
+
+        Raises NodeUnreachable when the node cannot be reached; a command that
+        runs and fails is a CommandResult with its exit code, never an exception.
+        """
+
+    @abc.abstractmethod
+    def stream(self, command: str) -> LineStream:
+        """Start a long-running command and return its output as a LineStream.
+        Raises NodeUnreachable when the node cannot be reached."""
+
+    @abc.abstractmethod
+    def read_file(self, path: str, max_bytes: int = 1 << 20) -> bytes:
+        """The first `max_bytes` bytes of a file on the node.
+        Raises FileNotFoundError when it does not exist, NodeUnreachable when the node is gone."""
+
+    @property
+    @abc.abstractmethod
+    def state(self) -> Reachability:
+        """Reachability now (never blocks)."""
+
+    def close(self) -> None:  # noqa: B027 - optional for transports that hold nothing
+        """Release the connection."""
