@@ -1,0 +1,57 @@
+"""What the live monitor reports, for every front end (the TUI turns these into
+Textual messages; `watch --json` prints them). Plain data, no Textual."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from spark_tui.kb.diagnosis import Diagnosis
+from spark_tui.nodes.state import NodeState
+from spark_tui.nodes.transport import Reachability
+
+
+@dataclass(frozen=True)
+class NodeSampled:
+    node: str
+    state: NodeState
+
+
+@dataclass(frozen=True)
+class LogLines:
+    """A batch of log lines from one node's source (e.g. the serving container)."""
+
+    node: str
+    source: str
+    lines: tuple[str, ...]
+    first_line_no: int
+    # (line index within `lines`, wall id, severity) for lines that matched a wall
+    marks: tuple[tuple[int, str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class DiagnosisRaised:
+    """A wall seen for the first time on a node (or seen again: `count` grew)."""
+
+    diagnosis: Diagnosis
+    new: bool
+    time: float
+
+
+@dataclass(frozen=True)
+class ReachabilityChanged:
+    node: str
+    reachability: Reachability
+
+
+@dataclass(frozen=True)
+class ActionProgress:
+    """A step of a fix, relaunch or bring-up: what runs where, and how it ended."""
+
+    step: str
+    node: str | None
+    command: str | None
+    status: str  # "running" | "ok" | "failed" | "skipped" | "info"
+    detail: str = ""
+
+
+Event = NodeSampled | LogLines | DiagnosisRaised | ReachabilityChanged | ActionProgress
