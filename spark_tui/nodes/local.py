@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -37,10 +38,8 @@ class _ProcessLines(LineStream):
             return
         self._closed.set()
         if self._proc.poll() is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(self._proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
         try:
             self._proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
