@@ -49,6 +49,10 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> LDict:
                 None, None, "a key must be a plain value", key_node.start_mark
             )
         skey = str(key) if not isinstance(key, str) else key
+        if isinstance(key, bool) and isinstance(key_node, yaml.ScalarNode):
+            # YAML 1.1 reads a bare `on:` / `yes:` key as a boolean; keys are names, so keep
+            # the text as written (SCHEMA.md's actions use `on: all`).
+            skey = key_node.value
         if skey in result:
             raise yaml.constructor.ConstructorError(
                 None, None, f"duplicate key {skey!r}", key_node.start_mark
