@@ -38,11 +38,21 @@ SLOW: dict[str, str] = {
     "roce": "ibdev2netdev",
     "nvrm": "dmesg --ctime 2>/dev/null | grep NVRM | tail -n 50",
     "ports": "ss -ltnH",
+    "speeds": "grep -H . /sys/class/net/*/speed 2>/dev/null",  # link speed, Mb/s
 }
 
 # continuous streams, each a long-lived channel
 DMON = "nvidia-smi dmon -s pu"  # power + SM %, memory-bandwidth %, once a second
 SERVE_LOG_TAIL = "docker logs -f --tail 200 {container}"  # {container}: quoted by the caller
+
+
+# `spark-tui doctor` (read-only; templates filled by spark_tui.shell.fill, values quoted)
+SSH_CHECK = "ssh -o BatchMode=yes -o ConnectTimeout=5 {target} true"  # run on the head
+SSH_CHECK_PORT = "ssh -o BatchMode=yes -o ConnectTimeout=5 -p {port} {target} true"
+PING = "ping -c1 -W1 {ip}"  # run on the head
+IMAGE_ID = "docker image inspect --format '{{.Id}}' {image}"
+MODEL_SIZE = "du -sbL -- {path}"  # bytes under a model directory (HF caches are symlinks)
+SUDO_CHECK = "sudo -n true"
 
 
 def sample_script(sections: dict[str, str]) -> str:

@@ -1,0 +1,63 @@
+"""`docker ps -a --format '{{json .}}'` (one JSON object a line) → Container."""
+
+from __future__ import annotations
+
+import json
+
+from spark_tui.nodes.parsers import Unparseable
+from spark_tui.nodes.state import Container
+
+DOCKER_UNREACHABLE = (
+    "cannot connect to the docker daemon",
+    "permission denied while trying to connect",
+    "is the docker daemon running",
+)
+
+
+def _state(obj: dict) -> str:
+    state = obj.get("State")
+    if isinstance(state, str) and state:
+        return state.lower()
+    # docker before 20.10 has no State field: read it from Status ("Up 3 minutes")
+    status = str(obj.get("Status", "")).lower()
+    for prefix, name in (
+        ("up", "running"),
+        ("exited", "exited"),
+        ("restarting", "restarting"),
+        ("created", "created"),
+        ("paused", "paused"),
+        ("dead", "dead"),
+        ("removal", "removing"),
+    ):
+        if status.startswith(prefix):
+            return "paused" if name == "running" and "(paused)" in status else name
+    return "unknown"
+
+
+def parse_docker_ps(text: str) -> tuple[Container, ...] | Unparseable:
+    """One Container per JSON line; docker's own errors are Unparseable with docker's words."""
+    low = text.lower()
+    if any(marker in low for marker in DOCKER_UNREACHABLE):
+        return Unparseable("docker: " + text.strip().splitlines()[0][:200])
+    containers: list[Container] = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            obj = json.loads(line)
+        except (ValueError, RecursionError):
+            return Unparseable(f"not a JSON line: {line[:120]!r}")
+        if not isinstance(obj, dict):
+            return Unparseable(f"not a JSON object: {line[:120]!r}")
+        names = obj.get("Names", "")
+        containers.append(
+            Container(
+                id=str(obj.get("ID", "")),
+                name=str(names).split(",")[0],
+                image=str(obj.get("Image", "")),
+                state=_state(obj),
+                status=str(obj.get("Status", "")),
+            )
+        )
+    return tuple(containers)

@@ -1,0 +1,75 @@
+"""The serving engine's progress, read from its log lines as they arrive
+(vLLM and SGLang): loading → capturing → serving, with the n/m counters, so
+the rules can tell "stuck at 0/36 for minutes" from "slow but moving".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from spark_tui.nodes.state import ServingState
+
+_LOAD = re.compile(r"Loading (?:safetensors|pt) checkpoint shards:.*?(\d+)/(\d+)", re.I)
+_LOAD_PCT = re.compile(r"Loading (?:safetensors|pt) checkpoint shards:\s+(\d+)%", re.I)
+_CAPTURE = re.compile(r"Capturing (?:CUDA graphs?|batches)[^|\n]*\|[^|\n]*\|\s*(\d+)/(\d+)", re.I)
+_CAPTURE_START = re.compile(r"Capturing (?:CUDA graphs?|cudagraph|batches)", re.I)
+_SERVING = re.compile(
+    r"Application startup complete|Uvicorn running on|The server is fired up and ready to roll"
+)
+_CRASHED = re.compile(
+    r"EngineDeadError|Engine core initialization failed|died unexpectedly|"
+    r"RuntimeError: Engine process failed to start"
+)
+_THROUGHPUT = re.compile(
+    r"Avg generation throughput: ([\d.]+) tokens/s(?:, Running: (\d+) reqs)?|"
+    r"gen throughput \(token/s\): ([\d.]+)(?:, #queue-req: \d+)?"
+)
+_SGLANG_RUNNING = re.compile(r"#running-req: (\d+)")
+
+
+class ServingTracker:
+    """Feeds on one node's serving log; `state` is the ServingState so far."""
+
+    def __init__(self) -> None:
+        self.state = ServingState()
+
+    def _set(self, **changes: object) -> None:
+        self.state = dataclasses.replace(self.state, **changes)
+
+    def feed(self, line: str, now: float) -> ServingState:
+        """Update from one log line seen at clock time `now`."""
+        s = self.state
+        self._set(last_log_at=now)
+        if s.phase in ("stopped", "crashed"):
+            self._set(phase="starting", progress_at=now)
+        if m := _CAPTURE.search(line):
+            done, total = int(m.group(1)), int(m.group(2))
+            moved = (done, total) != (s.capture_done, s.capture_total) or s.phase != "capturing"
+            self._set(phase="capturing", capture_done=done, capture_total=total)
+            if moved:
+                self._set(progress_at=now)
+        elif _CAPTURE_START.search(line) and s.phase != "capturing":
+            self._set(phase="capturing", capture_done=0, progress_at=now)
+        elif (m := _LOAD.search(line)) and s.phase in ("starting", "loading", "stopped"):
+            done, total = int(m.group(1)), int(m.group(2))
+            pct = 100.0 * done / total if total else None
+            if pct is not None and pct != s.load_pct:
+                self._set(progress_at=now)
+            self._set(phase="loading", load_pct=pct)
+        elif (m := _LOAD_PCT.search(line)) and s.phase in ("starting", "loading"):
+            self._set(phase="loading", load_pct=float(m.group(1)), progress_at=now)
+        if _SERVING.search(line):
+            self._set(phase="serving", progress_at=now)
+        if _CRASHED.search(line):
+            self._set(phase="crashed")
+        if m := _THROUGHPUT.search(line):
+            tok_s = float(m.group(1) or m.group(3) or 0.0)
+            self._set(tok_s=tok_s)
+            if m.group(2) is not None:
+                self._set(requests_running=float(m.group(2)))
+            if tok_s > 0:
+                self._set(tokens_moved_at=now)
+        if m := _SGLANG_RUNNING.search(line):
+            self._set(requests_running=float(m.group(1)))
+        return self.state

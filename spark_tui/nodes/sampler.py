@@ -1,0 +1,248 @@
+"""One sampling round of one node: ONE remote process for every reading.
+
+`sample()` sends commands.sample_script(...) as a single command line, splits
+the output into sections and hands each to its parser. A missing tool becomes
+`unavailable[reading] = "nvidia-smi: not available"`; output that cannot be
+read becomes `unavailable[reading] = "unparseable: …"`; every other reading
+still counts. An unreachable node is a NodeState with reachable=False, never
+an exception.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+
+from spark_tui.clock import Clock
+from spark_tui.nodes import commands
+from spark_tui.nodes.cluster import NodeConfig
+from spark_tui.nodes.parsers import Unparseable, missing_tool
+from spark_tui.nodes.parsers.containers import parse_docker_ps
+from spark_tui.nodes.parsers.gpu import parse_compute_apps, parse_gpu_query
+from spark_tui.nodes.parsers.kernel import parse_boot, parse_listening_ports, parse_nvrm
+from spark_tui.nodes.parsers.links import (
+    parse_ibdev2netdev,
+    parse_ip_br_addr,
+    parse_ip_link,
+    parse_speeds,
+)
+from spark_tui.nodes.parsers.meminfo import parse_meminfo
+from spark_tui.nodes.parsers.ray import parse_ray_status
+from spark_tui.nodes.state import Interface, NodeState
+from spark_tui.nodes.transport import NodeUnreachable, Transport
+
+ROUND_TIMEOUT_S = 20.0
+# which tool a section needs, for the "not available" note
+_TOOLS = {
+    "gpu": "nvidia-smi",
+    "gpu-apps": "nvidia-smi",
+    "containers": "docker",
+    "ray": "docker",
+    "roce": "ibdev2netdev",
+    "links": "ip",
+    "addrs": "ip",
+    "ports": "ss",
+    "nvrm": "dmesg",
+}
+SLOW_READINGS = ("ray", "roce", "nvrm", "ports", "speeds")
+
+
+def sample(
+    transport: Transport,
+    node: NodeConfig,
+    clock: Clock,
+    *,
+    include_slow: bool = True,
+    previous: NodeState | None = None,
+    timeout: float = ROUND_TIMEOUT_S,
+) -> NodeState:
+    """Read the node once (SAMPLE, plus SLOW when include_slow) in ONE remote process.
+
+    Without the slow sections, their readings are carried over from `previous`.
+    """
+    sections = dict(commands.SAMPLE)
+    if include_slow:
+        sections.update(commands.SLOW)
+    now = clock.now()
+    try:
+        result = transport.run(commands.sample_script(sections), timeout=timeout)
+    except NodeUnreachable as exc:
+        return NodeState(
+            node.name, now, reachable=False, unavailable={"node": exc.reason}, fabric_if=None
+        )
+    outputs = commands.split_sections(result.stdout)
+    state = read_sections(node, now, outputs, expected=tuple(sections))
+    if result.timed_out:
+        state.unavailable.setdefault("round", f"timed out after {timeout:.0f} s")
+    if not include_slow and previous is not None and previous.reachable:
+        carried = {
+            "ray": previous.ray,
+            "nvrm_lines": previous.nvrm_lines,
+            "listening_ports": previous.listening_ports,
+        }
+        state = dataclasses.replace(state, **carried)  # type: ignore[arg-type]
+        if previous.interfaces and state.interfaces:
+            old = {i.name: i for i in previous.interfaces}
+            state.interfaces = tuple(
+                dataclasses.replace(
+                    i,
+                    roce_devices=old[i.name].roce_devices if i.name in old else (),
+                    speed_mbps=old[i.name].speed_mbps if i.name in old else None,
+                )
+                for i in state.interfaces
+            )
+            state.fabric_if = node.fabric_if or detect_fabric(state.interfaces, node.fabric_ip)
+        for key in SLOW_READINGS:
+            if key in previous.unavailable:
+                state.unavailable.setdefault(key, previous.unavailable[key])
+    return state
+
+
+def read_sections(
+    node: NodeConfig,
+    now: float,
+    outputs: dict[str, tuple[int, str]],
+    expected: tuple[str, ...] = (),
+) -> NodeState:
+    """Build a NodeState from section → (exit code, text); never raises."""
+    state = NodeState(node.name, now)
+    notes = state.unavailable
+
+    def section(name: str) -> str | None:
+        """The section's text, or None (with a note) when its tool is missing."""
+        if name not in outputs:
+            if name in expected:
+                notes[name] = "no output (the round was cut short)"
+            return None
+        rc, text = outputs[name]
+        tool = missing_tool(rc, text)
+        if tool is not None:
+            notes[name] = f"{_TOOLS.get(name, tool)}: not available"
+            return None
+        return text
+
+    def parsed(name: str, value: object) -> object | None:
+        if isinstance(value, Unparseable):
+            notes[name] = f"unparseable: {value.reason}"
+            return None
+        return value
+
+    if (text := section("meminfo")) is not None:
+        state.memory = parsed("meminfo", parse_meminfo(text))  # type: ignore[assignment]
+    if (text := section("gpu")) is not None:
+        state.gpus = parsed("gpu", parse_gpu_query(text)) or ()  # type: ignore[assignment]
+    if (text := section("gpu-apps")) is not None:
+        state.gpu_processes = parsed("gpu-apps", parse_compute_apps(text)) or ()  # type: ignore[assignment]
+    if (text := section("containers")) is not None:
+        state.containers = parsed("containers", parse_docker_ps(text)) or ()  # type: ignore[assignment]
+    if "containers" in notes:
+        notes.setdefault("ray", notes["containers"])
+    if "drm-override" in outputs:
+        rc, _text = outputs["drm-override"]
+        state.drm_override = rc == 0
+    if (text := section("boot")) is not None:
+        boot = parsed("boot", parse_boot(text))
+        if boot:
+            state.boot_id, state.uptime_s = boot  # type: ignore[misc]
+    if (text := section("ray")) is not None:
+        ray = parse_ray_status(text)
+        # "not running" is a reading (no Ray here), not a failure to read
+        state.ray = None if isinstance(ray, Unparseable) else ray
+        if isinstance(ray, Unparseable) and "not running" not in ray.reason:
+            notes["ray"] = f"unparseable: {ray.reason}"
+    if (text := section("nvrm")) is not None:
+        state.nvrm_lines = parse_nvrm(text)
+    if (text := section("ports")) is not None:
+        state.listening_ports = parsed("ports", parse_listening_ports(text)) or ()  # type: ignore[assignment]
+    state.interfaces = _interfaces(section, parsed)
+    state.fabric_if = node.fabric_if or detect_fabric(state.interfaces, node.fabric_ip)
+    return state
+
+
+def _interfaces(section, parsed) -> tuple[Interface, ...]:
+    links: dict = {}
+    addrs: dict = {}
+    roce: dict = {}
+    speeds: dict = {}
+    if (text := section("links")) is not None:
+        links = parsed("links", parse_ip_link(text)) or {}
+    if (text := section("addrs")) is not None:
+        addrs = parsed("addrs", parse_ip_br_addr(text)) or {}
+    if (text := section("roce")) is not None:
+        roce = parsed("roce", parse_ibdev2netdev(text)) or {}
+    if (text := section("speeds")) is not None:
+        speeds = parse_speeds(text)
+    out = []
+    for name in list(links) + [n for n in addrs if n not in links]:
+        state, mtu = links.get(name, (None, None))
+        br_state, cidrs = addrs.get(name, ("UNKNOWN", ()))
+        out.append(
+            Interface(
+                name=name,
+                state=state or br_state,
+                addresses=tuple(cidrs),
+                mtu=mtu,
+                speed_mbps=speeds.get(name),
+                roce_devices=tuple(roce.get(name, ())),
+            )
+        )
+    return tuple(out)
+
+
+def detect_fabric(interfaces: tuple[Interface, ...], fabric_ip: str | None = None) -> str | None:
+    """The 200G fabric interface: the one holding `fabric_ip`, else an UP one with RoCE
+    devices, else an UP ConnectX-style port (`…np0`), else None."""
+    if fabric_ip:
+        for i in interfaces:
+            if any(a.split("/")[0] == fabric_ip for a in i.addresses):
+                return i.name
+    for pick in (
+        lambda i: i.roce_devices and i.state == "UP",
+        lambda i: i.name.endswith(("np0", "np1")) and i.state == "UP",
+        lambda i: bool(i.roce_devices),
+    ):
+        found = [i for i in interfaces if pick(i)]
+        if found:
+            return found[0].name
+    return None
+
+
+def fabric_address(state: NodeState, node: NodeConfig) -> str | None:
+    """The node's fabric IP: from config, else the first IPv4 address on its fabric interface."""
+    if node.fabric_ip:
+        return node.fabric_ip
+    fab = state.fabric()
+    if fab is None:
+        return None
+    for cidr in fab.addresses:
+        try:
+            addr = ipaddress.ip_interface(cidr).ip
+        except ValueError:
+            continue
+        if addr.version == 4:
+            return str(addr)
+    return None
+
+
+class Sampler:
+    """Rounds of one node: the SLOW sections every `slow_every`-th round, carried over between."""
+
+    def __init__(self, transport: Transport, node: NodeConfig, clock: Clock, slow_every: int = 5):
+        self.transport = transport
+        self.node = node
+        self.clock = clock
+        self.slow_every = max(1, slow_every)
+        self.rounds = 0
+        self.last: NodeState | None = None
+
+    def next_round(self) -> NodeState:
+        """Sample once; the slow readings on the first round and every Nth after."""
+        need_slow = (
+            self.rounds % self.slow_every == 0 or self.last is None or not self.last.reachable
+        )
+        state = sample(
+            self.transport, self.node, self.clock, include_slow=need_slow, previous=self.last
+        )
+        self.rounds += 1
+        self.last = state
+        return state
