@@ -1,0 +1,175 @@
+"""cluster.yaml: where it is looked up, and its validation (every error names file and line).
+
+Looked up in ./cluster.yaml, then ~/.config/spark-tui/cluster.yaml; `--config FILE`
+overrides both. With none, the app runs on the simulated cluster (not here).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from pathlib import Path
+from typing import Any
+
+from spark_tui import paths
+from spark_tui.errors import InputError, InputErrors
+from spark_tui.nodes.cluster import ClusterConfig, NodeConfig
+from spark_tui.yamlfile import LDict, line_of, load_yaml
+
+CLUSTER_FIELDS = ("recipe", "nodes")
+NODE_FIELDS = ("name", "host", "user", "port", "fabric_if", "fabric_ip", "role")
+ROLES = ("head", "worker")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+# a host name, an address or an ssh_config alias: no blanks, no shell or option syntax
+_HOST = re.compile(r"^[A-Za-z0-9_\[\]:.%-]+$")
+_USER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}\$?$")
+_IFNAME = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")
+
+
+def find_cluster_config(cwd: Path | None = None) -> Path | None:
+    """./cluster.yaml, else ~/.config/spark-tui/cluster.yaml, else None (use the simulator)."""
+    for candidate in ((cwd or Path.cwd()) / "cluster.yaml", paths.config_dir() / "cluster.yaml"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def load_cluster(path: Path | None = None) -> ClusterConfig:
+    """Load and validate a cluster.yaml (`path`, else the one find_cluster_config finds).
+
+    Raises InputError (exit 2) naming file and line; every problem of the file at once.
+    """
+    if path is None:
+        path = find_cluster_config()
+        if path is None:
+            raise InputError(
+                f"no cluster.yaml in the current directory or {paths.config_dir()} "
+                "(write one, or give --config FILE; see DESIGN.md for the format)"
+            )
+    return parse_cluster(load_yaml(Path(path)), str(path))
+
+
+def parse_cluster(data: Any, file: str) -> ClusterConfig:
+    """Validate the YAML data of a cluster.yaml."""
+    errors: list[InputError] = []
+
+    def err(message: str, container: Any = None, key: str | int | None = None) -> None:
+        line = None
+        if container is not None:
+            line = line_of(container, key) if key is not None else getattr(container, "line", None)
+        errors.append(InputError(message, file, line or 1))
+
+    if not isinstance(data, LDict):
+        raise InputError("cluster.yaml must hold a mapping with 'nodes:'", file, 1)
+    for key in data:
+        if key not in CLUSTER_FIELDS:
+            err(f"unknown field {key!r} (allowed: {', '.join(CLUSTER_FIELDS)})", data, key)
+    recipe = data.get("recipe")
+    if recipe is not None and (not isinstance(recipe, str) or not recipe.strip()):
+        err("'recipe' must be a recipe id", data, "recipe")
+        recipe = None
+    raw_nodes = data.get("nodes")
+    if not isinstance(raw_nodes, list) or not raw_nodes:
+        err("'nodes' must list at least one node (name, host, role)", data, "nodes")
+        raise InputErrors(errors)
+    nodes: list[NodeConfig] = []
+    seen: dict[str, int] = {}
+    heads: list[tuple[str, int]] = []
+    for i, raw in enumerate(raw_nodes):
+        where_line = line_of(raw_nodes, i) or 1
+        if not isinstance(raw, LDict):
+            err(f"node {i + 1} must be a mapping (name, host, role, …)", raw_nodes, i)
+            continue
+        node = _node(raw, i, len(raw_nodes), err)
+        # names and heads are checked on the raw values, so one bad field hides nothing
+        name = raw.get("name")
+        if isinstance(name, str):
+            if name in seen:
+                err(f"duplicate node name {name!r} (also on line {seen[name]})", raw, "name")
+            seen.setdefault(name, line_of(raw, "name") or where_line)
+        if raw.get("role") == "head" or (node is not None and node.role == "head"):
+            heads.append((str(name), line_of(raw, "role") or where_line))
+        if node is not None:
+            nodes.append(node)
+    if not heads and not any(isinstance(r, dict) and r.get("role") == "head" for r in raw_nodes):
+        err("no head: mark exactly one node with 'role: head'", data, "nodes")
+    if len(heads) > 1:
+        first = heads[0]
+        for name, line in heads[1:]:
+            errors.append(
+                InputError(
+                    f"two heads: {name!r} and {first[0]!r} (line {first[1]}); "
+                    "exactly one node is the head",
+                    file,
+                    line,
+                )
+            )
+    if errors:
+        raise InputErrors(errors)
+    return ClusterConfig(nodes=tuple(nodes), recipe=recipe.strip() if recipe else None, source=file)
+
+
+def _node(raw: LDict, index: int, count: int, err) -> NodeConfig | None:
+    where = f"node {index + 1}"
+    ok = True
+    for key in raw:
+        if key not in NODE_FIELDS:
+            err(f"unknown field {key!r} in {where} (allowed: {', '.join(NODE_FIELDS)})", raw, key)
+            ok = False
+
+    def text(key: str, pattern: re.Pattern[str], what: str, required: bool = False) -> str | None:
+        nonlocal ok
+        value = raw.get(key)
+        if value is None:
+            if required:
+                err(f"missing field {key!r} in {where}", raw)
+                ok = False
+            return None
+        if isinstance(value, bool) or not isinstance(value, (str, int)):
+            err(f"{where}: {key!r} must be {what}", raw, key)
+            ok = False
+            return None
+        value = str(value)
+        if not pattern.match(value) or value.startswith("-"):
+            err(f"{where}: {key!r} is {value!r}, not {what}", raw, key)
+            ok = False
+            return None
+        return value
+
+    name = text("name", _NAME, "a name of letters, digits, '.', '_' or '-'", required=True)
+    host = text("host", _HOST, "a host name, an address, a ~/.ssh/config alias or 'local'", True)
+    user = text("user", _USER, "a user name")
+    fabric_if = text("fabric_if", _IFNAME, "a network interface name")
+    fabric_ip = raw.get("fabric_ip")
+    if fabric_ip is not None:
+        try:
+            fabric_ip = str(ipaddress.ip_address(str(fabric_ip)))
+        except ValueError:
+            err(f"{where}: 'fabric_ip' is {fabric_ip!r}, not an IP address", raw, "fabric_ip")
+            ok = False
+    port = raw.get("port")
+    if port is not None and (
+        isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536
+    ):
+        err(f"{where}: 'port' is {port!r}, not a TCP port (1-65535)", raw, "port")
+        ok = False
+    role = raw.get("role")
+    if role is None:
+        role = "head" if count == 1 else None  # one node alone is the head
+        if role is None:
+            err(f"missing field 'role' in {where} (head or worker)", raw)
+            ok = False
+    elif role not in ROLES:
+        err(f"{where}: 'role' is {role!r}, expected head or worker", raw, "role")
+        ok = False
+    if not ok or name is None or host is None:
+        return None
+    return NodeConfig(
+        name=name,
+        host=host,
+        role=role,  # type: ignore[arg-type]
+        user=user,
+        port=port,
+        fabric_if=fabric_if,
+        fabric_ip=fabric_ip,  # type: ignore[arg-type]
+    )
