@@ -1,35 +1,92 @@
-"""The spark-tui application (a first shell: the knowledge base browser)."""
+"""The spark-tui application: composition, bindings and message routing only.
+
+The engines live behind `ClusterSession` (spark_tui.tui.session); the monitor's
+events arrive through the EventPump and are routed to the screen showing them.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import ClassVar
 
-from textual.app import App, ComposeResult
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.app import App
+from textual.binding import Binding
 
-from spark_tui.kb.loader import load_knowledge
+from spark_tui.errors import SparkTuiError
+from spark_tui.tui.commands import SparkCommands
+from spark_tui.tui.event_pump import EventPump
+from spark_tui.tui.messages import ActionFinished, EventsPending
+from spark_tui.tui.screens.help_screen import HelpScreen
+from spark_tui.tui.screens.main_screen import MainScreen
+from spark_tui.tui.session import ClusterSession
 
 
 class SparkTuiApp(App[int]):
+    """Live panes for every node, log triage, one-key fixes, relaunch, guided bring-up."""
+
     TITLE = "spark-tui"
-    BINDINGS: ClassVar = [("q", "quit", "Quit")]
+    CSS_PATH = Path(__file__).parent / "app.tcss"  # absolute: subclasses live elsewhere
+    COMMANDS: ClassVar = App.COMMANDS | {SparkCommands}
+    BINDINGS: ClassVar = [
+        Binding("q", "quit", "Quit"),
+        Binding("question_mark", "help", "Help"),
+        Binding("b", "bringup", "Bring-up"),
+        Binding("t", "toggle_theme", "Theme", show=False),
+    ]
 
     def __init__(
-        self, config: str | None = None, read_only: bool = False, scenario: str | None = None
+        self,
+        session: ClusterSession,
+        *,
+        live: bool = True,
+        scrollback: int = 100_000,
+        max_pending_lines: int = 50_000,
     ) -> None:
         super().__init__()
-        self.config_path = config
-        self.read_only = read_only
-        self.scenario = scenario
+        self.session = session
+        self.live = live
+        self.scrollback = scrollback
+        self.pump = EventPump(self._wake, max_pending_lines=max_pending_lines)
+        self.main_screen = MainScreen(session, scrollback=scrollback)
 
-    def compose(self) -> ComposeResult:
-        yield Header()
-        yield Static("No cluster yet: the knowledge base of walls.", id="status")
-        yield DataTable(id="walls", cursor_type="row")
-        yield Footer()
+    def _wake(self) -> None:
+        self.post_message(EventsPending())
 
     def on_mount(self) -> None:
-        table = self.query_one(DataTable)
-        table.add_columns("wall", "severity", "title")
-        for wall in load_knowledge():
-            table.add_row(wall.id, wall.severity, wall.title, key=wall.id)
+        self.sub_title = self.session.describe()
+        if self.session.simulated:
+            self.sub_title = "SIMULATED cluster (no cluster.yaml) · " + self.sub_title
+        self.push_screen(self.main_screen)
+        if self.live:
+            try:
+                self.session.start(self.pump.emit)
+            except SparkTuiError as exc:
+                self.main_screen.set_last_action(f"monitor not started: {exc}", False)
+                self.notify(str(exc), title="Live monitor", severity="error", timeout=10)
+
+    def on_unmount(self) -> None:
+        self.session.stop()
+
+    # --- routing ----------------------------------------------------------------
+    def on_events_pending(self, _message: EventsPending) -> None:
+        batch = self.pump.drain()
+        self.main_screen.apply_batch(batch)
+        feed = getattr(self.screen, "apply_batch", None)
+        if feed is not None and self.screen is not self.main_screen:
+            feed(batch)
+
+    def on_action_finished(self, message: ActionFinished) -> None:
+        self.main_screen.set_last_action(f"{message.action}: {message.summary}", message.ok)
+
+    # --- app-wide actions ---------------------------------------------------------
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    def action_toggle_theme(self) -> None:
+        self.theme = "textual-light" if self.theme == "textual-dark" else "textual-dark"
+
+    def action_bringup(self) -> None:
+        from spark_tui.tui.screens.bringup_screen import BringUpScreen
+
+        if not isinstance(self.screen, BringUpScreen):
+            self.push_screen(BringUpScreen(self.session))

@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+import os
+
+
+def scrollback_lines() -> int:
+    """Lines the log pane keeps ($SPARK_TUI_SCROLLBACK, default 100,000)."""
+    raw = os.environ.get("SPARK_TUI_SCROLLBACK", "")
+    return int(raw) if raw.isdigit() and int(raw) > 0 else 100_000
+
 
 def run_tui(config: str | None, read_only: bool, scenario: str | None) -> int:
+    """The TUI on cluster.yaml, or on the simulated cluster (with `scenario`, or when
+    there is no cluster.yaml)."""
     from spark_tui.tui.app import SparkTuiApp
+    from spark_tui.tui.session import ClusterSession
 
-    app = SparkTuiApp(config=config, read_only=read_only, scenario=scenario)
+    session = ClusterSession.open(config, read_only=read_only, scenario=scenario)
+    app = SparkTuiApp(session, scrollback=scrollback_lines())
     app.run()
     return app.return_code or 0

@@ -1,0 +1,46 @@
+"""The command palette's entries: every action of the app, by name."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+ACTIONS = (
+    ("Apply the selected fix", "apply_fix", "preview the commands per node, confirm, run, verify"),
+    ("Next fix of the selected diagnosis", "next_fix", "mark the next fix in order"),
+    ("Relaunch the recipe", "relaunch", "stop the stack, drop caches, launch, smoke request"),
+    ("Guided bring-up", "bringup", "cluster, recipe, doctor, fixes, Ray, launch, smoke"),
+    ("Doctor", "doctor", "read-only preflight of every node"),
+    ("Log source / merged", "cycle_log_source", "merged, then each node"),
+    ("Search the log", "search", "find text in the log"),
+    ("Follow the log on/off", "toggle_follow", "keep the newest line in view"),
+    ("Undo the last recipe patch", "undo", "restore the previous recipe revision"),
+    ("Export the incident report", "export_report", "Markdown to paste into a forum post"),
+    ("Dark / light theme", "toggle_theme", "switch themes"),
+    ("Help", "help", "every key"),
+    ("Quit", "quit", "leave spark-tui"),
+)
+
+
+class SparkCommands(Provider):
+    """Every action of the main screen; runs it as if its key were pressed."""
+
+    def _run(self, action: str) -> None:
+        # app-wide actions live on the app, the rest on the screen the palette was opened over
+        app_wide = action in ("quit", "help", "toggle_theme", "bringup")
+        name = f"app.{action}" if app_wide else action
+        self.app.call_later(self.app.run_action, name, self.screen)
+
+    async def discover(self) -> Hits:
+        for name, action, help_text in ACTIONS:
+            yield DiscoveryHit(name, partial(self._run, action), help=help_text)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for name, action, help_text in ACTIONS:
+            score = matcher.match(name)
+            if score > 0:
+                yield Hit(
+                    score, matcher.highlight(name), partial(self._run, action), help=help_text
+                )

@@ -1,0 +1,58 @@
+"""`?`: what every key does, and how the screens fit together."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.table import Table
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+KEYS = (
+    ("a", "apply the selected fix: preview the exact commands per node, confirm, run, verify"),
+    ("]", "mark the next fix of the selected diagnosis"),
+    ("r", "relaunch the recipe (stop the stack, drop caches, launch, smoke request)"),
+    ("b", "guided bring-up: cluster, recipe, doctor, fixes, Ray, launch, smoke, tok/s"),
+    ("d", "doctor: read-only preflight of every node"),
+    ("l", "log source: cycle merged → each node"),
+    ("/", "search the log (Enter finds the next, Escape closes)"),
+    ("f", "follow the log on/off"),
+    ("u", "undo the last recipe patch"),
+    ("e", "export the incident report (Markdown)"),
+    ("t", "dark / light theme"),
+    ("ctrl+p", "command palette: every action by name"),
+    ("?", "this help"),
+    ("q", "quit"),
+)
+
+
+class HelpScreen(ModalScreen[None]):
+    """Keys and a short orientation; any of q, ?, Escape closes it."""
+
+    BINDINGS: ClassVar = [
+        Binding("escape,q,question_mark", "close", "Close"),
+    ]
+
+    def compose(self) -> ComposeResult:
+        table = Table.grid(padding=(0, 2))
+        table.add_column(style="bold cyan", no_wrap=True)
+        table.add_column()
+        for key, what in KEYS:
+            table.add_row(key, what)
+        with VerticalScroll(id="help-dialog"):
+            yield Static("spark-tui — keys", classes="help-title")
+            yield Static(table)
+            yield Static(
+                "Panes: one per node (memory: used ▇ / page cache ▒ / free ░, and what a cache "
+                "drop would give), the log of every node merged or of one node, the walls seen "
+                "newest first, and the selected wall's cause, evidence and fixes. "
+                "With --read-only everything is shown and every change is refused. "
+                "The mouse works: click a node to tail its log, a row to see a wall.",
+                classes="help-text",
+            )
+
+    def action_close(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,252 @@
+"""The main screen: node panes, the log, the walls seen and their fixes, the status line."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import ClassVar
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Grid, Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Input, Label
+
+from spark_tui.errors import SparkTuiError
+from spark_tui.events import ActionProgress, DiagnosisRaised, NodeSampled, ReachabilityChanged
+from spark_tui.tui.event_pump import Batch
+from spark_tui.tui.messages import (
+    ActionFinished,
+    DiagnosisChosen,
+    NodeChosen,
+    ProgressReported,
+)
+from spark_tui.tui.screens.fix_modal import FixModal
+from spark_tui.tui.screens.output_screen import OutputScreen
+from spark_tui.tui.session import ClusterSession
+from spark_tui.tui.widgets.diagnoses_table import DiagnosesTable
+from spark_tui.tui.widgets.diagnosis_detail import DiagnosisDetail
+from spark_tui.tui.widgets.log_view import LogView
+from spark_tui.tui.widgets.node_pane import NodePane
+from spark_tui.tui.widgets.status_line import StatusLine
+
+# actions that change a node, refused under --read-only
+CHANGING = {"relaunch": "relaunch the recipe", "undo": "undo the last recipe patch"}
+
+
+class MainScreen(Screen):
+    """Everything live at once; the keys act on the selected diagnosis and the cluster."""
+
+    HORIZONTAL_BREAKPOINTS: ClassVar = [(0, "-narrow"), (100, "-wide")]
+    BINDINGS: ClassVar = [
+        Binding("a", "apply_fix", "Apply fix"),
+        Binding("right_square_bracket", "next_fix", "Next fix", show=False),
+        Binding("r", "relaunch", "Relaunch"),
+        Binding("d", "doctor", "Doctor"),
+        Binding("l", "cycle_log_source", "Log src"),
+        Binding("slash", "search", "Search"),
+        Binding("f", "toggle_follow", "Follow"),
+        Binding("u", "undo", "Undo patch"),
+        Binding("e", "export_report", "Export"),
+    ]
+
+    def __init__(self, session: ClusterSession, scrollback: int = 100_000) -> None:
+        super().__init__(id="main")
+        self.session = session
+        self.scrollback = scrollback
+        self.output: OutputScreen | None = None
+        self.selected_key: str | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Vertical(id="body"):
+            with Grid(id="nodes"):
+                for node in self.session.config.nodes:
+                    yield NodePane(node)
+            with Horizontal(id="lower"):
+                with Vertical(id="log-pane"):
+                    yield Label("log: every node, merged · follow on", id="log-title")
+                    yield LogView(self.scrollback, id="log")
+                    yield Input(
+                        placeholder="search the log (Enter: next)", id="search", classes="-hidden"
+                    )
+                with Vertical(id="diag-pane"):
+                    yield DiagnosesTable(id="diagnoses")
+                    yield DiagnosisDetail(self._fix_lines, id="detail")
+        yield StatusLine(id="status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        status = self.query_one(StatusLine)
+        status.cluster = self.session.describe()
+        status.recipe = self.session.config.recipe or "no recipe"
+        status.read_only = self.session.read_only
+        n = len(self.session.config.nodes)
+        self.query_one("#nodes", Grid).styles.grid_size_columns = min(3, max(1, n))
+
+    def _fix_lines(self, diagnosis, fix) -> list[str]:
+        try:
+            return self.session.fix_lines(diagnosis, fix)
+        except SparkTuiError as exc:  # e.g. a wall seen on a node the cluster no longer has
+            return [f"# cannot render for this cluster: {exc}"]
+
+    # --- engine events (routed here by the app) -----------------------------------
+    def apply_batch(self, batch: Batch) -> None:
+        """Show one batch of monitor events (UI thread)."""
+        log = self.query_one(LogView)
+        for lines in batch.logs:
+            log.add_lines(lines.node, lines.lines, lines.marks)
+        if batch.dropped_lines:
+            log.add_lines(
+                "spark-tui", [f"… {batch.dropped_lines} lines skipped (display fell behind)"]
+            )
+        table = self.query_one(DiagnosesTable)
+        for event in batch.events:
+            if isinstance(event, NodeSampled):
+                self._pane(event.node).set_state(event.state) if self._has(event.node) else None
+            elif isinstance(event, ReachabilityChanged):
+                self._pane(event.node).set_reachability(event.reachability) if self._has(
+                    event.node
+                ) else None
+            elif isinstance(event, DiagnosisRaised):
+                key = table.upsert(event.diagnosis)
+                if self.selected_key in (None, key):
+                    self._show_diagnosis(key)
+            elif isinstance(event, ActionProgress):
+                self.set_last_action(f"{event.step}: {event.status}", event.status != "failed")
+
+    def _has(self, node: str) -> bool:
+        return any(n.name == node for n in self.session.config.nodes)
+
+    def _pane(self, node: str) -> NodePane:
+        return self.query_one(f"#node-{node}", NodePane)
+
+    def _show_diagnosis(self, key: str) -> None:
+        self.selected_key = key
+        self.query_one(DiagnosisDetail).diagnosis = self.query_one(DiagnosesTable).diagnoses.get(
+            key
+        )
+
+    def on_diagnosis_chosen(self, message: DiagnosisChosen) -> None:
+        self._show_diagnosis(message.key)
+
+    def on_node_chosen(self, message: NodeChosen) -> None:
+        self._set_log_source(message.node)
+
+    def set_last_action(self, text: str, ok: bool | None) -> None:
+        status = self.query_one(StatusLine)
+        status.last_action, status.last_ok = text, ok
+
+    # --- log ----------------------------------------------------------------------
+    def _set_log_source(self, node: str | None) -> None:
+        log = self.query_one(LogView)
+        log.source = node
+        self._update_log_title()
+
+    def _update_log_title(self) -> None:
+        log = self.query_one(LogView)
+        src = "every node, merged" if log.source is None else log.source
+        follow = "on" if log.follow else "off"
+        search = f" · search: {log.search}" if log.search else ""
+        self.query_one("#log-title", Label).update(f"log: {src} · follow {follow}{search}")
+
+    def action_cycle_log_source(self) -> None:
+        names: list[str | None] = [None, *(n.name for n in self.session.config.nodes)]
+        current = self.query_one(LogView).source
+        self._set_log_source(names[(names.index(current) + 1) % len(names)])
+
+    def action_toggle_follow(self) -> None:
+        log = self.query_one(LogView)
+        log.follow = not log.follow
+        self._update_log_title()
+
+    def action_search(self) -> None:
+        box = self.query_one("#search", Input)
+        box.remove_class("-hidden")
+        box.focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id != "search":
+            return
+        row = self.query_one(LogView).find_next(event.value)
+        self._update_log_title()
+        if event.value and row is None:
+            self.notify(f"not in the log: {event.value}", severity="warning")
+
+    def on_key(self, event) -> None:
+        box = self.query_one("#search", Input)
+        if event.key == "escape" and box.has_focus:
+            box.add_class("-hidden")
+            self.query_one(LogView).focus()
+            event.stop()
+
+    # --- actions ------------------------------------------------------------------
+    def action_next_fix(self) -> None:
+        self.query_one(DiagnosisDetail).next_fix()
+
+    def action_apply_fix(self) -> None:
+        detail = self.query_one(DiagnosisDetail)
+        diagnosis, fix = detail.diagnosis, detail.selected_fix()
+        if diagnosis is None or fix is None:
+            self.notify("Select a diagnosis with a fix first.", severity="warning")
+            return
+        try:
+            preview = self.session.preview_fix(diagnosis, fix)
+        except SparkTuiError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        self.app.push_screen(FixModal(self.session, diagnosis, preview))
+
+    def _refused(self, action: str) -> bool:
+        if self.session.read_only and action in CHANGING:
+            msg = f"read-only: refused to {CHANGING[action]} (started with --read-only)"
+            self.notify(msg, severity="error")
+            self.set_last_action(msg, False)
+            return True
+        return False
+
+    def _start(self, action: str, title: str, job: Callable) -> None:
+        if self._refused(action):
+            return
+        self.output = OutputScreen(title)
+        self.app.push_screen(self.output)
+        self.set_last_action(f"{action}: running", None)
+        self.run_action_worker(action, job)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="cluster-action")
+    def run_action_worker(self, action: str, job: Callable) -> None:
+        def progress(p: ActionProgress) -> None:
+            self.post_message(ProgressReported(action, p))
+
+        try:
+            ok, summary = job(progress)
+        except SparkTuiError as exc:
+            ok, summary = False, str(exc)
+        except Exception as exc:  # an engine bug is a failed action, not a dead UI
+            ok, summary = False, f"{type(exc).__name__}: {exc}"
+        self.post_message(ActionFinished(action, ok, summary))
+
+    def action_relaunch(self) -> None:
+        self._start("relaunch", "Relaunch the recipe", self.session.relaunch)
+
+    def action_doctor(self) -> None:
+        self._start("doctor", "Doctor: read-only preflight", self.session.doctor)
+
+    def action_undo(self) -> None:
+        self._start("undo", "Undo the last recipe patch", lambda _p: self.session.undo_patch())
+
+    def action_export_report(self) -> None:
+        diagnoses = list(self.query_one(DiagnosesTable).diagnoses.values())
+        self._start(
+            "export", "Export the incident report", lambda _p: self.session.export_report(diagnoses)
+        )
+
+    def on_progress_reported(self, message: ProgressReported) -> None:
+        if self.output is not None and self.output.is_attached:
+            self.output.add_progress(message.progress)
+
+    def on_action_finished(self, message: ActionFinished) -> None:
+        message.stop()
+        self.set_last_action(f"{message.action}: {message.summary}", message.ok)
+        if self.output is not None and self.output.is_attached:
+            self.output.finish(message.ok, message.summary)

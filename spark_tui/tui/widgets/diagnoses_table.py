@@ -1,0 +1,83 @@
+"""The walls seen: one keyed row per wall per source, updated in place, newest first."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import DataTable
+
+from spark_tui.kb.diagnosis import Diagnosis
+from spark_tui.tui.formatting import clock_hms
+from spark_tui.tui.messages import DiagnosisChosen
+
+SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "green"}
+
+
+def diagnosis_key(d: Diagnosis) -> str:
+    """The row key of a diagnosis: 'wall|source'."""
+    return f"{d.wall.id}|{d.source}"
+
+
+class DiagnosesTable(DataTable):
+    """Rows keyed by 'wall|source'; a repeat only updates its count and time."""
+
+    COLUMNS = (
+        ("wall", "wall"),
+        ("node", "node"),
+        ("n", "count"),
+        ("sev", "severity"),
+        ("seen", "seen"),
+    )
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id, cursor_type="row", zebra_stripes=True)
+        self.diagnoses: dict[str, Diagnosis] = {}
+        self._order: dict[tuple[str, str], tuple[float, int]] = {}
+        self._seq = 0
+
+    def on_mount(self) -> None:
+        for label, key in self.COLUMNS:
+            self.add_column(label, key=key)
+
+    def upsert(self, d: Diagnosis) -> str:
+        """Add or update the row of a diagnosis; returns its key."""
+        key = diagnosis_key(d)
+        self.diagnoses[key] = d
+        seen = clock_hms(d.last_seen or d.first_seen)
+        if key in self.rows:
+            self.update_cell(key, "seen", seen)
+            self.update_cell(key, "count", str(d.count))
+        else:
+            self.add_row(
+                d.wall.id,
+                d.node or d.source,
+                str(d.count),
+                Text(d.severity, style=SEVERITY_STYLE.get(d.severity, "")),
+                seen,
+                key=key,
+            )
+        self._seq += 1
+        self._order[(d.wall.id, d.node or d.source)] = (d.last_seen or d.first_seen, self._seq)
+        selected = self.selected_key()
+        # newest first by the time itself (not its text); later updates win ties
+        self.sort(
+            "wall",
+            "node",
+            key=lambda v: self._order.get((str(v[0]), str(v[1])), (0, 0)),
+            reverse=True,
+        )
+        if selected is not None:
+            self.move_cursor(row=self.get_row_index(selected), scroll=False)
+        return key
+
+    def selected_key(self) -> str | None:
+        if not self.row_count:
+            return None
+        try:
+            return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
+        except Exception:
+            return None
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        event.stop()
+        if event.row_key.value is not None:
+            self.post_message(DiagnosisChosen(event.row_key.value))

@@ -1,0 +1,93 @@
+"""A diagnosis in full: summary, the cause the readings chose, evidence, fixes with commands."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rich.text import Text
+from textual.containers import VerticalScroll
+from textual.reactive import reactive
+from textual.widgets import Static
+
+from spark_tui.kb.diagnosis import Diagnosis
+from spark_tui.kb.schema import Fix
+
+RISK_STYLE = {"safe": "green", "disruptive": "yellow", "destructive": "bold red"}
+FixRenderer = Callable[[Diagnosis, Fix], list[str]]
+
+
+class DiagnosisDetail(VerticalScroll):
+    """Shows one diagnosis; `fix_index` is the fix `a` would apply (marked ▶)."""
+
+    diagnosis: reactive[Diagnosis | None] = reactive(None, always_update=True)
+    fix_index: reactive[int] = reactive(0)
+
+    def __init__(self, render_fix: FixRenderer, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._render_fix = render_fix
+        self.can_focus = True
+
+    def compose(self):
+        yield Static("Select a diagnosis to see its cause, evidence and fixes.", id="detail-body")
+
+    def fixes(self) -> list[Fix]:
+        """The diagnosis's fixes in order of preference (the chosen cause's first)."""
+        d = self.diagnosis
+        if d is None:
+            return []
+        by_id = {f.id: f for f in d.wall.fixes}
+        return [by_id[i] for i in d.fixes() if i in by_id]
+
+    def selected_fix(self) -> Fix | None:
+        fixes = self.fixes()
+        return fixes[self.fix_index % len(fixes)] if fixes else None
+
+    def next_fix(self) -> None:
+        if self.fixes():
+            self.fix_index = (self.fix_index + 1) % len(self.fixes())
+
+    def watch_diagnosis(self, old: Diagnosis | None, new: Diagnosis | None) -> None:
+        if old is None or new is None or old.wall.id != new.wall.id:
+            self.fix_index = 0
+        self._redraw()
+
+    def watch_fix_index(self) -> None:
+        self._redraw()
+
+    def _redraw(self) -> None:
+        if not self.is_mounted:
+            return
+        self.query_one("#detail-body", Static).update(self.render_text())
+
+    def render_text(self) -> Text:
+        d = self.diagnosis
+        if d is None:
+            return Text("Select a diagnosis to see its cause, evidence and fixes.", style="dim")
+        wall = d.wall
+        out = Text()
+        out.append(f"{wall.title}\n", style="bold")
+        out.append(f"{wall.id} · {wall.severity} · {d.node or d.source} · seen {d.count}×\n\n")
+        out.append(" ".join(wall.summary.split()) + "\n")
+        if wall.explain:
+            out.append(" ".join(wall.explain.split()) + "\n", style="italic")
+        cause = next((c for c in wall.causes if c.id == d.cause), None)
+        if cause is not None:
+            out.append("\nCause (from the readings): ", style="bold")
+            out.append(f"{cause.title}\n")
+        if d.evidence_lines:
+            out.append("\nEvidence\n", style="bold")
+            for line_no, text in d.evidence_lines[-5:]:
+                prefix = f"  {line_no:>6}: " if line_no else "  "
+                out.append(prefix, style="dim")
+                out.append(text[:300] + "\n")
+        fixes = self.fixes()
+        if fixes:
+            out.append("\nFixes, in order ", style="bold")
+            out.append("(a applies the marked one, ] picks the next)\n", style="dim")
+        for i, fix in enumerate(fixes):
+            mark = "▶ " if i == self.fix_index % len(fixes) else "  "
+            out.append(f"{mark}{i + 1}. {fix.title} ")
+            out.append(f"[{fix.risk}{', root' if fix.root else ''}]\n", style=RISK_STYLE[fix.risk])
+            for line in self._render_fix(d, fix):
+                out.append(f"     {line}\n", style="cyan" if not line.startswith("#") else "dim")
+        return out

@@ -1,0 +1,54 @@
+"""The unified-memory bar of a node: used / page cache / free, and what a drop would give."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.style import Style
+from rich.text import Text
+from textual.reactive import reactive
+from textual.widget import Widget
+
+from spark_tui.nodes.state import MemoryReading
+from spark_tui.tui.formatting import gib, memory_split
+
+
+class MemoryBar(Widget):
+    """Two lines: a bar (used, page cache, free) and the figures, incl. after dropping caches."""
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "memorybar--used",
+        "memorybar--cache",
+        "memorybar--free",
+    }
+    DEFAULT_CSS = """
+    MemoryBar { height: 2; }
+    MemoryBar > .memorybar--used { color: $error; }
+    MemoryBar > .memorybar--cache { color: $warning; }
+    MemoryBar > .memorybar--free { color: $success; }
+    """
+
+    memory: reactive[MemoryReading | None] = reactive(None)
+
+    def render(self) -> Text:
+        m = self.memory
+        if m is None or m.total_bytes <= 0:
+            return Text("memory: no reading yet", style="dim")
+        used, cache, _free, after_drop = memory_split(m)
+        width = max(10, self.size.width - 3)
+        cells = [round(width * part / m.total_bytes) for part in (used, cache)]
+        cells.append(max(0, width - sum(cells)))
+        text = Text("[", no_wrap=True, overflow="crop")
+        for part, cls, ch in zip(cells, ("used", "cache", "free"), ("█", "▒", "░"), strict=True):
+            text.append(ch * part, style=self.get_component_rich_style(f"memorybar--{cls}"))
+        text.append("]\n")
+        text.append(f"used {gib(used)}", style=self.get_component_rich_style("memorybar--used"))
+        text.append(" · ")
+        text.append(f"cache {gib(cache)}", style=self.get_component_rich_style("memorybar--cache"))
+        text.append(f" · avail {gib(m.available_bytes)} · ")
+        text.append(
+            f"after drop {gib(after_drop)}",
+            style=self.get_component_rich_style("memorybar--free") + Style(bold=True),
+        )
+        text.append(f" / {gib(m.total_bytes)} GiB")
+        return text

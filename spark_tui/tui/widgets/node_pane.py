@@ -1,0 +1,109 @@
+"""One node's live pane: reachability, memory, swap, GPU history, containers, Ray, serving."""
+
+from __future__ import annotations
+
+from collections import deque
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Label, Sparkline, Static
+
+from spark_tui.facts import GIB
+from spark_tui.nodes.cluster import NodeConfig
+from spark_tui.nodes.state import NodeState
+from spark_tui.nodes.transport import Reachability
+from spark_tui.tui.formatting import reachability_text, serving_text
+from spark_tui.tui.messages import NodeChosen
+from spark_tui.tui.widgets.memory_bar import MemoryBar
+
+HISTORY = 120  # samples kept for the sparklines (a few minutes at 1-2 s per round)
+
+
+class NodePane(Vertical):
+    """The pane of one node; fed NodeState readings and reachability changes."""
+
+    def __init__(self, node: NodeConfig) -> None:
+        super().__init__(id=f"node-{node.name}", classes="node-pane")
+        self.node = node
+        self.state: NodeState | None = None
+        self.reachability: Reachability | None = None
+        self.sm_history: deque[float] = deque([0.0], maxlen=HISTORY)
+        self.bw_history: deque[float] = deque([0.0], maxlen=HISTORY)
+        self.border_title = f"{node.name} · {node.role}"
+
+    def compose(self) -> ComposeResult:
+        yield Static("reachable", classes="reach")
+        yield MemoryBar()
+        yield Static("", classes="swap-gpu")
+        with Horizontal(classes="spark-row"):
+            yield Label("SM %", classes="spark-label")
+            yield Sparkline(list(self.sm_history), classes="sm")
+        with Horizontal(classes="spark-row"):
+            yield Label("mem-bw %", classes="spark-label")
+            yield Sparkline(list(self.bw_history), classes="bw")
+        yield Static("", classes="stack")
+        yield Static("serving: stopped", classes="serving")
+
+    def on_click(self) -> None:
+        self.post_message(NodeChosen(self.node.name))
+
+    def set_reachability(self, r: Reachability) -> None:
+        self.reachability = r
+        self.set_class(not r.reachable, "-unreachable")
+        self.query_one(".reach", Static).update(reachability_text(r))
+
+    def set_state(self, state: NodeState) -> None:
+        """Show one sampling round (a round from an unreachable node only marks it)."""
+        self.state = state
+        if not state.reachable:
+            self.add_class("-unreachable")
+            return
+        if self.reachability is None or self.reachability.reachable:
+            self.remove_class("-unreachable")
+            self.query_one(".reach", Static).update("reachable")
+        self.query_one(MemoryBar).memory = state.memory
+        gpu = state.gpus[0] if state.gpus else None
+        if gpu is not None:
+            self.sm_history.append(gpu.sm_pct or 0.0)
+            self.bw_history.append(gpu.mem_bw_pct or 0.0)
+            self.query_one(".sm", Sparkline).data = list(self.sm_history)
+            self.query_one(".bw", Sparkline).data = list(self.bw_history)
+        self.query_one(".swap-gpu", Static).update(self._swap_gpu_line(state))
+        self.query_one(".stack", Static).update(self._stack_line(state))
+        serving = state.serving
+        self.query_one(".serving", Static).update(Text(f"serving: {serving_text(serving)}"))
+        self.set_class(serving.phase == "crashed", "-crashed")
+        self.set_class(serving.phase == "serving", "-serving")
+
+    @staticmethod
+    def _swap_gpu_line(state: NodeState) -> str:
+        parts: list[str] = []
+        m = state.memory
+        if m is not None and m.swap_total_bytes:
+            parts.append(f"swap {(m.swap_total_bytes - m.swap_free_bytes) / GIB:.1f} GiB")
+        elif m is not None:
+            parts.append("swap off")
+        gpu = state.gpus[0] if state.gpus else None
+        if gpu is None:
+            parts.append(f"GPU: {state.unavailable.get('gpu', 'no reading')}")
+        else:
+            parts.append(f"SM {gpu.sm_pct or 0:.0f} % · bw {gpu.mem_bw_pct or 0:.0f} %")
+            if gpu.temp_c is not None:
+                parts.append(f"{gpu.temp_c:.0f} °C")
+            if gpu.power_w is not None:
+                parts.append(f"{gpu.power_w:.0f} W")
+        return " · ".join(parts)
+
+    @staticmethod
+    def _stack_line(state: NodeState) -> str:
+        if "containers" in state.unavailable:
+            containers = f"containers: {state.unavailable['containers']}"
+        else:
+            running = [c.name for c in state.containers if c.state == "running"]
+            containers = f"containers: {', '.join(running) if running else 'none running'}"
+        if state.ray is not None:
+            ray = f"Ray: {state.ray.nodes_alive} nodes, {state.ray.gpus_total:g} GPUs"
+        else:
+            ray = f"Ray: {state.unavailable.get('ray', 'not running')}"
+        return f"{containers}\n{ray}"
