@@ -1,0 +1,507 @@
+"""Load and validate launch recipes (recipes/*.yaml; recipes/SCHEMA.md is the reference).
+
+Every error names file and line (spark_tui.yamlfile); one bad file loads
+nothing. User recipes in ~/.config/spark-tui/recipes/ add recipes or replace
+built-in ones with the same id. The newest revision of a patched recipe
+(spark_tui.recipes.revisions) replaces the file's version when asked for.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from spark_tui import paths
+from spark_tui.errors import InputError, InputErrors
+from spark_tui.recipes.model import (
+    ENGINES,
+    EXECUTORS,
+    STATUSES,
+    Measured,
+    ModelSpec,
+    Profile,
+    RaySpec,
+    Recipe,
+    ServeSpec,
+    SmokeSpec,
+    Workaround,
+)
+from spark_tui.yamlfile import line_of, load_yaml, parse_yaml
+
+_ID = re.compile(r"^[a-z0-9][a-z0-9.\-]*[a-z0-9]$")
+_WALL_ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_FLAG = re.compile(r"^-{1,2}[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+_CONTAINER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+
+TOP_FIELDS = {
+    "id",
+    "title",
+    "status",
+    "blocked_by",
+    "instead",
+    "instead_note",
+    "workarounds",
+    "seeds",
+    "model",
+    "engine",
+    "executor",
+    "image",
+    "image_note",
+    "nodes",
+    "containers",
+    "volumes",
+    "docker",
+    "ray",
+    "serve",
+    "smoke",
+    "drop_caches",
+    "measured",
+    "profiles",
+    "notes",
+}
+REQUIRED = {"id", "title", "status", "model", "engine", "executor", "nodes", "serve"}
+
+
+class _Collector:
+    """Gathers every error of one file (file:line), so the author sees them all at once."""
+
+    def __init__(self, file: str) -> None:
+        self.file = file
+        self.errors: list[InputError] = []
+
+    def err(self, message: str, container: Any = None, key: str | int | None = None) -> None:
+        line = line_of(container, key) if key is not None else getattr(container, "line", None)
+        self.errors.append(InputError(message, self.file, line))
+
+    def mapping(
+        self, data: Any, where: str, allowed: set[str], required: set[str] = frozenset()
+    ) -> dict:
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            self.err(f"{where} must be a mapping", data)
+            return {}
+        for key in data:
+            if key not in allowed:
+                self.err(
+                    f"unknown field {key!r} in {where} (allowed: {', '.join(sorted(allowed))})",
+                    data,
+                    key,
+                )
+        for key in sorted(required - set(data)):
+            self.err(f"{where} needs {key!r}", data)
+        return data
+
+    def text(self, data: dict, key: str, where: str, default: str = "") -> str:
+        value = data.get(key, default)
+        if value is None:
+            return default
+        if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+            self.err(f"{where}.{key} must be text", data, key)
+            return default
+        return str(value)
+
+    def number(self, data: dict, key: str, where: str, integer: bool = False) -> Any:
+        value = data.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            self.err(f"{where}.{key} must be a number", data, key)
+            return None
+        if integer and not float(value).is_integer():
+            self.err(f"{where}.{key} must be a whole number", data, key)
+            return None
+        return int(value) if integer else float(value)
+
+    def text_list(self, data: dict, key: str, where: str) -> tuple[str, ...]:
+        value = data.get(key)
+        if value is None:
+            return ()
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list):
+            self.err(f"{where}.{key} must be a list of text", data, key)
+            return ()
+        out = []
+        for i, item in enumerate(value):
+            if not isinstance(item, (str, int, float)) or isinstance(item, bool):
+                self.err(f"{where}.{key}[{i}] must be text", value, i)
+                continue
+            out.append(str(item))
+        return tuple(out)
+
+    def args(self, data: dict, key: str, where: str) -> dict[str, Any]:
+        """An ordered mapping flag -> value | true (a mapping value is rendered as JSON)."""
+        raw = data.get(key)
+        if raw is None:
+            return {}
+        if not isinstance(raw, dict):
+            self.err(f"{where}.{key} must be a mapping of flag -> value (or true)", data, key)
+            return {}
+        out: dict[str, Any] = {}
+        for flag, value in raw.items():
+            if not _FLAG.match(flag):
+                self.err(f"{where}.{key}: {flag!r} is not a command-line flag", raw, flag)
+                continue
+            if value is False or value is None:
+                self.err(
+                    f"{where}.{key}.{flag}: leave the flag out instead of {value!r} "
+                    "(true means a bare flag)",
+                    raw,
+                    flag,
+                )
+                continue
+            if isinstance(value, list):
+                self.err(f"{where}.{key}.{flag}: a list is not a flag value", raw, flag)
+                continue
+            out[flag] = _plain(value)
+        return out
+
+    def env(self, data: dict, key: str, where: str) -> dict[str, str]:
+        raw = data.get(key)
+        if raw is None:
+            return {}
+        if not isinstance(raw, dict):
+            self.err(f"{where}.{key} must be a mapping of VARIABLE -> value", data, key)
+            return {}
+        out: dict[str, str] = {}
+        for name, value in raw.items():
+            if not _ENV_NAME.match(name):
+                self.err(f"{where}.{key}: {name!r} is not an environment variable name", raw, name)
+                continue
+            if isinstance(value, bool) or value is None or isinstance(value, (list, dict)):
+                self.err(
+                    f"{where}.{key}.{name} must be text or a number (quote it: \"1\")", raw, name
+                )
+                continue
+            out[name] = str(value)
+        return out
+
+    def measured(self, data: dict, key: str, where: str) -> Measured | None:
+        raw = data.get(key)
+        if raw is None:
+            return None
+        m = self.mapping(raw, f"{where}.{key}", {"tok_s", "startup_s", "notes"})
+        return Measured(
+            tok_s=self.number(m, "tok_s", f"{where}.{key}"),
+            startup_s=self.number(m, "startup_s", f"{where}.{key}"),
+            notes=self.text_list(m, "notes", f"{where}.{key}"),
+        )
+
+
+def _plain(value: Any) -> Any:
+    """LDict/LList back to plain dict/list (for JSON values)."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def parse_recipe(data: Any, file: str) -> Recipe:
+    """Validate one recipe document; raises InputErrors with every problem found."""
+    c = _Collector(file)
+    top = c.mapping(data, "the recipe", TOP_FIELDS, REQUIRED)
+    if not top:
+        raise InputErrors(c.errors or [InputError("empty recipe", file, 1)])
+    rid = c.text(top, "id", "recipe")
+    if rid and not _ID.match(rid):
+        c.err(f"id {rid!r} must be lower-case letters, digits, '.' and '-'", top, "id")
+    status = c.text(top, "status", "recipe", "works")
+    if status not in STATUSES:
+        c.err(f"status must be one of {', '.join(STATUSES)}", top, "status")
+    blocked = c.text_list(top, "blocked_by", "recipe")
+    for i, wall in enumerate(blocked):
+        if not _WALL_ID.match(wall):
+            c.err(f"blocked_by[{i}]: {wall!r} is not a wall id", top.get("blocked_by"), i)
+    if status == "known-broken" and not blocked:
+        c.err("a known-broken recipe names the walls that stop it in blocked_by", top, "status")
+    if status == "works" and blocked:
+        c.err("a working recipe has no blocked_by (set status: known-broken)", top, "blocked_by")
+    engine = c.text(top, "engine", "recipe")
+    if engine and engine not in ENGINES:
+        c.err(f"engine must be one of {', '.join(ENGINES)}", top, "engine")
+    executor = c.text(top, "executor", "recipe")
+    if executor and executor not in EXECUTORS:
+        c.err(f"executor must be one of {', '.join(EXECUTORS)}", top, "executor")
+    nodes = c.number(top, "nodes", "recipe", integer=True) or 0
+    if "nodes" in top and nodes < 1:
+        c.err("nodes must be at least 1", top, "nodes")
+
+    workarounds = []
+    raw_w = top.get("workarounds") or []
+    if not isinstance(raw_w, list):
+        c.err("workarounds must be a list", top, "workarounds")
+        raw_w = []
+    for item in raw_w:
+        w = c.mapping(item, "a workaround", {"title", "detail"}, {"title"})
+        if w:
+            workarounds.append(
+                Workaround(c.text(w, "title", "workaround"), c.text(w, "detail", "workaround"))
+            )
+
+    m = c.mapping(
+        top.get("model"),
+        "model",
+        {"id", "path", "checkpoint_bytes", "checkpoint_source", "config"},
+        {"id"},
+    )
+    cfg = c.mapping(
+        m.get("config"),
+        "model.config",
+        {"layers", "attention_heads", "kv_heads", "head_dim", "source"},
+    )
+    model_id = c.text(m, "id", "model")
+    model = ModelSpec(
+        id=model_id,
+        path=c.text(m, "path", "model", model_id),
+        checkpoint_bytes=c.number(m, "checkpoint_bytes", "model", integer=True),
+        checkpoint_source=c.text(m, "checkpoint_source", "model"),
+        layers=c.number(cfg, "layers", "model.config", integer=True),
+        attention_heads=c.number(cfg, "attention_heads", "model.config", integer=True),
+        kv_heads=c.number(cfg, "kv_heads", "model.config", integer=True),
+        head_dim=c.number(cfg, "head_dim", "model.config", integer=True),
+        config_source=c.text(cfg, "source", "model.config"),
+    )
+    if cfg and any(k in cfg for k in ("layers", "kv_heads", "head_dim")) and "source" not in cfg:
+        c.err("model.config figures need a source (where they were read)", cfg)
+
+    names = c.mapping(top.get("containers"), "containers", {"head", "worker"})
+    head_c = c.text(names, "head", "containers", "ray-head")
+    worker_c = c.text(names, "worker", "containers", "ray-worker")
+    for key, value in (("head", head_c), ("worker", worker_c)):
+        if not _CONTAINER.match(value):
+            c.err(f"containers.{key}: {value!r} is not a container name", names, key)
+
+    docker = c.mapping(top.get("docker"), "docker", {"args", "env"})
+    ray_raw = c.mapping(
+        top.get("ray"),
+        "ray",
+        {"port", "args", "env", "head_env", "worker_env", "head_command", "worker_command"},
+    )
+    ray = RaySpec(
+        port=c.number(ray_raw, "port", "ray", integer=True) or 6379,
+        args=c.args(ray_raw, "args", "ray"),
+        env=c.env(ray_raw, "env", "ray"),
+        head_env=c.env(ray_raw, "head_env", "ray"),
+        worker_env=c.env(ray_raw, "worker_env", "ray"),
+        head_command=c.text_list(ray_raw, "head_command", "ray"),
+        worker_command=c.text_list(ray_raw, "worker_command", "ray"),
+    )
+    s = c.mapping(
+        top.get("serve"),
+        "serve",
+        {
+            "command",
+            "args",
+            "env",
+            "node_args",
+            "log",
+            "ready_line",
+            "port",
+            "startup_timeout_s",
+        },
+        {"args", "log", "ready_line"},
+    )
+    serve_args = c.args(s, "args", "serve")
+    port = c.number(s, "port", "serve", integer=True)
+    if port is None:
+        try:
+            port = int(serve_args.get("--port", 8000))
+        except (TypeError, ValueError):
+            c.err("serve.port is needed when --port is not a number", s)
+            port = 8000
+    log = c.text(s, "log", "serve", "/tmp/serve.log")
+    if log and not log.startswith("/"):
+        c.err("serve.log must be an absolute path inside the container", s, "log")
+    serve = ServeSpec(
+        args=serve_args,
+        env=c.env(s, "env", "serve"),
+        command=c.text_list(s, "command", "serve"),
+        node_args=c.args(s, "node_args", "serve"),
+        log=log,
+        ready_line=c.text(s, "ready_line", "serve"),
+        port=port,
+        startup_timeout_s=c.number(s, "startup_timeout_s", "serve") or 3600.0,
+    )
+    if executor == "mp" and not serve.node_args and nodes > 1:
+        c.err("a multi-node mp recipe needs serve.node_args (--nnodes, --node-rank, …)", s)
+
+    sm = c.mapping(top.get("smoke"), "smoke", {"prompt", "max_tokens", "path", "timeout_s"})
+    smoke = SmokeSpec(
+        prompt=c.text(sm, "prompt", "smoke", SmokeSpec.prompt),
+        max_tokens=c.number(sm, "max_tokens", "smoke", integer=True) or SmokeSpec.max_tokens,
+        path=c.text(sm, "path", "smoke", SmokeSpec.path),
+        timeout_s=c.number(sm, "timeout_s", "smoke") or SmokeSpec.timeout_s,
+    )
+
+    profiles: dict[str, Profile] = {}
+    raw_p = top.get("profiles") or {}
+    if not isinstance(raw_p, dict):
+        c.err("profiles must be a mapping of name -> overrides", top, "profiles")
+        raw_p = {}
+    for name, body in raw_p.items():
+        where = f"profiles.{name}"
+        p = c.mapping(
+            body,
+            where,
+            {
+                "description",
+                "set_args",
+                "unset_args",
+                "set_env",
+                "unset_env",
+                "measured",
+                "stability",
+            },
+        )
+        profiles[name] = Profile(
+            name=name,
+            description=c.text(p, "description", where),
+            set_args=c.args(p, "set_args", where),
+            unset_args=c.text_list(p, "unset_args", where),
+            set_env=c.env(p, "set_env", where),
+            unset_env=c.text_list(p, "unset_env", where),
+            measured=c.measured(p, "measured", where),
+            stability=c.text(p, "stability", where),
+        )
+        for flag in profiles[name].unset_args:
+            if flag not in serve.args:
+                c.err(f"{where}.unset_args: {flag!r} is not a serve argument of the recipe", p)
+
+    drop = top.get("drop_caches", True)
+    if not isinstance(drop, bool):
+        c.err("drop_caches must be true or false", top, "drop_caches")
+        drop = True
+    image = top.get("image")
+    if image is not None and (not isinstance(image, str) or not image.strip()):
+        c.err("image must be a container image name", top, "image")
+        image = None
+    if c.errors:
+        raise InputErrors(c.errors)
+    return Recipe(
+        id=rid,
+        title=c.text(top, "title", "recipe"),
+        engine=engine,
+        executor=executor,
+        model=model,
+        nodes=nodes,
+        serve=serve,
+        image=image,
+        image_note=c.text(top, "image_note", "recipe"),
+        head_container=head_c,
+        worker_container=worker_c,
+        volumes=c.text_list(top, "volumes", "recipe"),
+        docker_args=c.args(docker, "args", "docker"),
+        docker_env=c.env(docker, "env", "docker"),
+        ray=ray,
+        smoke=smoke,
+        drop_caches=drop,
+        measured=c.measured(top, "measured", "recipe") or Measured(),
+        profiles=profiles,
+        status=status,
+        blocked_by=blocked,
+        instead=c.text(top, "instead", "recipe") or None,
+        instead_note=c.text(top, "instead_note", "recipe"),
+        workarounds=tuple(workarounds),
+        notes=c.text_list(top, "notes", "recipe"),
+        seeds=c.text_list(top, "seeds", "recipe"),
+        source=file,
+    )
+
+
+def parse_recipe_text(text: str, file: str) -> Recipe:
+    """Parse one recipe from YAML text (revisions are stored as text)."""
+    return parse_recipe(parse_yaml(text, file), file)
+
+
+def load_dir(directory: Path) -> dict[str, Recipe]:
+    """Every *.yaml in one directory; all errors at once, or nothing."""
+    if not directory.is_dir():
+        raise InputError("not a directory", str(directory))
+    recipes: dict[str, Recipe] = {}
+    errors: list[InputError] = []
+    for path in sorted(directory.glob("*.yaml")) + sorted(directory.glob("*.yml")):
+        try:
+            recipe = parse_recipe(load_yaml(path), str(path))
+        except InputErrors as exc:
+            errors.extend(exc.errors)
+            continue
+        except InputError as exc:
+            errors.append(exc)
+            continue
+        if recipe.id in recipes:
+            errors.append(
+                InputError(
+                    f"duplicate recipe id {recipe.id!r} (also in {recipes[recipe.id].source})",
+                    str(path),
+                    1,
+                )
+            )
+            continue
+        if path.stem != recipe.id:
+            errors.append(
+                InputError(f"the recipe {recipe.id!r} must be in {recipe.id}.yaml", str(path), 1)
+            )
+            continue
+        recipes[recipe.id] = recipe
+    if errors:
+        raise InputErrors(errors)
+    return recipes
+
+
+@dataclass(frozen=True)
+class RecipeBook:
+    """Every recipe by id, sorted; `get` raises InputError (exit 2) for an unknown id."""
+
+    recipes: dict[str, Recipe]
+
+    def __iter__(self) -> Iterator[Recipe]:
+        return iter(self.recipes.values())
+
+    def __len__(self) -> int:
+        return len(self.recipes)
+
+    def __contains__(self, recipe_id: object) -> bool:
+        return recipe_id in self.recipes
+
+    def get(self, recipe_id: str) -> Recipe:
+        try:
+            return self.recipes[recipe_id]
+        except KeyError:
+            raise InputError(
+                f"unknown recipe id {recipe_id!r} (see 'spark-tui recipes list')"
+            ) from None
+
+
+def load_recipes(
+    builtin: Path | None = None,
+    user: Path | None = None,
+    use_user: bool = True,
+    use_revisions: bool = True,
+) -> RecipeBook:
+    """Built-in recipes, then the user's (add or replace by id), then the newest
+    revision of each patched recipe (state_dir()/recipes/)."""
+    recipes = load_dir(builtin or paths.builtin_recipes_dir())
+    user_dir = user or paths.user_recipes_dir()
+    if use_user and user_dir.is_dir():
+        recipes.update(load_dir(user_dir))
+    errors = []
+    for r in recipes.values():
+        if r.instead and r.instead not in recipes:
+            errors.append(InputError(f"instead: no recipe {r.instead!r}", r.source, None))
+    if errors:
+        raise InputErrors(errors)
+    if use_revisions:
+        from spark_tui.recipes.revisions import RevisionStore
+
+        store = RevisionStore()
+        for rid in list(recipes):
+            current = store.current(rid)
+            if current is not None:
+                recipes[rid] = current
+    return RecipeBook(dict(sorted(recipes.items())))

@@ -1,0 +1,285 @@
+"""A launch recipe: what to run on which node to serve one model (recipes/SCHEMA.md).
+
+Plain frozen data. `spark_tui.recipes.loader` builds it from YAML after
+validating every field; `spark_tui.recipes.render` turns it into a LaunchPlan;
+`spark_tui.recipes.revisions` stores patched copies. `Recipe.facts()` gives the
+`recipe.*` facts of spark_tui/facts.py that the knowledge base's check walls test.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+ENGINES: tuple[str, ...] = ("vllm", "sglang")
+EXECUTORS: tuple[str, ...] = ("ray", "mp")
+STATUSES: tuple[str, ...] = ("works", "known-broken")
+
+# An argument value: a string/number, True for a bare flag, or a mapping rendered as JSON.
+ArgValue = Any
+
+
+def render_value(value: ArgValue) -> str:
+    """One argument value as the text the command line gets (dicts as compact JSON)."""
+    if isinstance(value, dict):
+        return json.dumps(value, separators=(",", ":"))
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer() and abs(value) >= 1e6:
+        return str(int(value))
+    return str(value)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """The seed's figures: tokens per second, startup time, free-text notes."""
+
+    tok_s: float | None = None
+    startup_s: float | None = None
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """The checkpoint, and the config.json figures a memory-fit estimate needs."""
+
+    id: str
+    path: str  # what the serve command loads (inside the container); default: id
+    checkpoint_bytes: int | None = None
+    checkpoint_source: str = ""
+    layers: int | None = None
+    attention_heads: int | None = None
+    kv_heads: int | None = None
+    head_dim: int | None = None
+    config_source: str = ""
+
+
+@dataclass(frozen=True)
+class RaySpec:
+    """`ray start` on every node, inside the node's container (executor: ray)."""
+
+    port: int = 6379
+    args: dict[str, ArgValue] = field(default_factory=dict)  # every ray start
+    env: dict[str, str] = field(default_factory=dict)  # the daemons' env, every node
+    head_env: dict[str, str] = field(default_factory=dict)
+    worker_env: dict[str, str] = field(default_factory=dict)
+    # The image's own entrypoint words instead of `ray start …` (seed 003: `ray-head`)
+    head_command: tuple[str, ...] = ()
+    worker_command: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ServeSpec:
+    """The serve command, run in the head container (ray) or on every node (mp)."""
+
+    args: dict[str, ArgValue] = field(default_factory=dict)  # ordered: flag -> value | True
+    env: dict[str, str] = field(default_factory=dict)
+    command: tuple[str, ...] = ()  # default by engine (vllm serve MODEL / sglang.launch_server)
+    node_args: dict[str, ArgValue] = field(default_factory=dict)  # mp: per-node, templated
+    log: str = "/tmp/serve.log"  # inside the container
+    ready_line: str = "Application startup complete"
+    port: int = 8000
+    startup_timeout_s: float = 3600.0
+
+
+@dataclass(frozen=True)
+class SmokeSpec:
+    """One chat request after startup; its completion tokens / time give tok/s."""
+
+    prompt: str = "Write a haiku about two small computers."
+    max_tokens: int = 128
+    path: str = "/v1/chat/completions"
+    timeout_s: float = 600.0
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A named variant: overrides of serve args and env, with its own figures."""
+
+    name: str
+    description: str = ""
+    set_args: dict[str, ArgValue] = field(default_factory=dict)
+    unset_args: tuple[str, ...] = ()
+    set_env: dict[str, str] = field(default_factory=dict)
+    unset_env: tuple[str, ...] = ()
+    measured: Measured | None = None
+    stability: str = ""
+
+
+@dataclass(frozen=True)
+class Workaround:
+    """A step a seed took to get further on a known-broken recipe."""
+
+    title: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """One launch recipe. Immutable: patches make new revisions (recipes.revisions)."""
+
+    id: str
+    title: str
+    engine: str
+    executor: str
+    model: ModelSpec
+    nodes: int
+    serve: ServeSpec
+    image: str | None = None
+    image_note: str = ""
+    head_container: str = "ray-head"
+    worker_container: str = "ray-worker"
+    volumes: tuple[str, ...] = ()
+    docker_args: dict[str, ArgValue] = field(default_factory=dict)
+    docker_env: dict[str, str] = field(default_factory=dict)  # container env, every node
+    ray: RaySpec = field(default_factory=RaySpec)
+    smoke: SmokeSpec = field(default_factory=SmokeSpec)
+    drop_caches: bool = True
+    measured: Measured = field(default_factory=Measured)
+    profiles: dict[str, Profile] = field(default_factory=dict)
+    status: str = "works"
+    blocked_by: tuple[str, ...] = ()
+    instead: str | None = None
+    instead_note: str = ""
+    workarounds: tuple[Workaround, ...] = ()
+    notes: tuple[str, ...] = ()
+    seeds: tuple[str, ...] = ()
+    source: str = ""  # file it was loaded from
+    revision: int = 0  # 0 = as shipped / as written by the user
+    profile: str | None = None  # the profile applied, if any
+
+    # ---- views -------------------------------------------------------------
+    @property
+    def works(self) -> bool:
+        return self.status == "works"
+
+    @property
+    def served_name(self) -> str:
+        name = self.serve.args.get("--served-model-name")
+        return str(name) if name not in (None, True) else self.model.path
+
+    @property
+    def tp(self) -> int | None:
+        for flag in ("--tensor-parallel-size", "--tp-size", "--tp", "-tp"):
+            value = self.serve.args.get(flag)
+            if value not in (None, True):
+                try:
+                    return int(value)
+                except (TypeError, ValueError):
+                    return None
+        return None
+
+    @property
+    def cuda_graphs(self) -> bool:
+        """Whether the serve command leaves CUDA graphs on."""
+        a = self.serve.args
+        if "--enforce-eager" in a or "--disable-cuda-graph" in a:
+            return False
+        comp = a.get("--compilation-config")
+        if isinstance(comp, str):
+            try:
+                comp = json.loads(comp)
+            except ValueError:
+                comp = None
+        return not (
+            isinstance(comp, dict) and str(comp.get("cudagraph_mode", "")).upper() == "NONE"
+        )
+
+    def serve_env_effective(self) -> dict[str, str]:
+        """The serve process's environment: it inherits the head container's (docker -e)."""
+        env = dict(self.docker_env)
+        if self.executor == "ray":
+            env.update(self.ray.env)
+            env.update(self.ray.head_env)
+        env.update(self.serve.env)
+        return env
+
+    def docker_args_text(self) -> str:
+        """The docker run arguments of the head container, as one string (for facts)."""
+        from spark_tui.recipes.render import docker_run_args
+
+        return " ".join(str(a) for a in docker_run_args(self, self.head_container, {}, check=False))
+
+    def facts(self) -> dict[str, object]:
+        """The `recipe.*` facts of spark_tui/facts.py (absent when unknown)."""
+        f: dict[str, object] = {
+            "recipe.id": self.id,
+            "recipe.engine": self.engine,
+            "recipe.executor": self.executor,
+            "recipe.nodes": self.nodes,
+            "recipe.docker.args": self.docker_args_text(),
+            "recipe.cuda_graphs": self.cuda_graphs,
+        }
+        if self.tp is not None:
+            f["recipe.tp"] = self.tp
+        for flag, value in self.serve.args.items():
+            f[f"recipe.serve_args.{flag}"] = _fact_value(value)
+        for var, value in self.serve_env_effective().items():
+            f[f"recipe.env.{var}"] = _fact_value(value)
+        if self.executor == "ray":
+            for flag, value in self.ray.args.items():
+                f[f"recipe.ray.args.{flag}"] = _fact_value(value)
+            for env in (self.ray.env, self.ray.head_env, self.ray.worker_env, self.docker_env):
+                for var, value in env.items():
+                    f.setdefault(f"recipe.ray.env.{var}", _fact_value(value))
+        policy = self.docker_args.get("--restart")
+        f["recipe.docker.restart_policy"] = "no" if policy in (None, True) else str(policy)
+        if self.measured.tok_s is not None:
+            f["serving.expected_tok_s"] = self.measured.tok_s
+        return f
+
+    # ---- variants ----------------------------------------------------------
+    def with_profile(self, name: str | None) -> Recipe:
+        """This recipe with a profile's overrides applied (None: unchanged)."""
+        if not name:
+            return self
+        if name not in self.profiles:
+            from spark_tui.errors import InputError
+
+            known = ", ".join(self.profiles) or "none"
+            raise InputError(f"recipe {self.id!r} has no profile {name!r} (profiles: {known})")
+        p = self.profiles[name]
+        serve = patch_serve(self.serve, p.set_args, p.unset_args, p.set_env, p.unset_env)
+        measured = p.measured or self.measured
+        return replace(self, serve=serve, measured=measured, profile=name)
+
+
+def _fact_value(value: ArgValue) -> object:
+    if value is True:
+        return True
+    text = render_value(value)
+    # numbers compare as numbers, and an integral one also equals its text ('0' == 0)
+    if re.fullmatch(r"-?\d+", text):
+        return int(text)
+    if re.fullmatch(r"-?\d+\.\d*(?:[eE][-+]?\d+)?", text):
+        return float(text)
+    return text
+
+
+def patch_mapping(
+    base: dict[str, Any], set_: dict[str, Any] | None, unset: tuple[str, ...] | list[str] | None
+) -> dict[str, Any]:
+    """A copy of `base` with keys set (existing keys keep their place) and removed."""
+    out = dict(base)
+    for key, value in (set_ or {}).items():
+        out[key] = value
+    for key in unset or ():
+        out.pop(key, None)
+    return out
+
+
+def patch_serve(
+    serve: ServeSpec,
+    set_args: dict[str, Any] | None = None,
+    unset_args: tuple[str, ...] | list[str] | None = None,
+    set_env: dict[str, Any] | None = None,
+    unset_env: tuple[str, ...] | list[str] | None = None,
+) -> ServeSpec:
+    """The serve spec with arguments and environment changed."""
+    return replace(
+        serve,
+        args=patch_mapping(serve.args, set_args, unset_args),
+        env={k: str(v) for k, v in patch_mapping(serve.env, set_env, unset_env).items()},
+    )

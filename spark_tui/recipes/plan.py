@@ -1,0 +1,147 @@
+"""A launch plan: the ordered, exact steps that bring a recipe up on a cluster.
+
+Built by spark_tui.recipes.render.render_plan; run step by step by
+spark_tui.remedy.launch (through each node's Transport) and printed by
+`spark-tui recipes render`. Every command here is final shell text, quoted by
+spark_tui.shell: what is printed is what runs.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from spark_tui import shell
+from spark_tui.nodes.cluster import ClusterConfig
+from spark_tui.recipes.model import Recipe
+
+# Step kinds: run once (ok = exit 0) | poll until Ray shows the GPUs | poll until
+# the log shows a line | one chat request measured for tok/s.
+KINDS = ("run", "wait-ray", "wait-line", "smoke")
+PHASES = ("preflight", "ray", "launch", "smoke")
+
+_RAY_GPUS = re.compile(r"(\d+(?:\.\d+)?)\s*/\s*(\d+(?:\.\d+)?)\s+GPU\b")
+
+
+def ray_gpus(status_output: str) -> float | None:
+    """Total GPUs in `ray status` output (`0.0/2.0 GPU`), or None when absent."""
+    found = _RAY_GPUS.findall(status_output)
+    return float(found[-1][1]) if found else None
+
+
+@dataclass(frozen=True)
+class LaunchStep:
+    """One step on one node: its exact command and what it waits for."""
+
+    id: str  # stop-leftovers | drop-caches | ray-head | ray-worker | wait-ray | serve | wait-ready | smoke
+    phase: str  # preflight | ray | launch | smoke (the bring-up's stages)
+    node: str
+    title: str
+    kind: str  # run | wait-ray | wait-line | smoke
+    command: str  # run: the command; wait-*: the poll command; smoke: the curl request
+    timeout_s: float = 120.0
+    interval_s: float = 5.0  # wait-*: seconds between polls
+    expect: str = ""  # wait-line: the line to find in the poll output
+    gpus: int = 0  # wait-ray: GPUs the Ray cluster must show
+    may_fail: bool = False  # a failure is reported but does not stop the plan
+    log_sources: tuple[str, ...] = ()  # commands whose output the monitor follows
+
+    def paste_lines(self) -> list[str]:
+        """The step as shell text a person can paste (waits become `until` loops)."""
+        head = f"# [{self.phase}] {self.title}"
+        if self.kind == "wait-ray":
+            want = shell.quote(f"/{self.gpus}(\\.0)? GPU")
+            return [
+                f"{head} (timeout {self.timeout_s:g} s)",
+                f"until {self.command} 2>/dev/null | grep -Eq {want}; do sleep {self.interval_s:g}; done",
+            ]
+        if self.kind == "wait-line":
+            return [
+                f"{head} (timeout {self.timeout_s:g} s)",
+                f"until {self.command} 2>/dev/null | grep -qF -- {shell.quote(self.expect)}; "
+                f"do sleep {self.interval_s:g}; done",
+            ]
+        suffix = "  # may fail: nothing to stop" if self.may_fail else ""
+        return [head, self.command + suffix]
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "id": self.id,
+            "phase": self.phase,
+            "node": self.node,
+            "title": self.title,
+            "kind": self.kind,
+            "command": self.command,
+            "timeout_s": self.timeout_s,
+            "interval_s": self.interval_s,
+            "expect": self.expect,
+            "gpus": self.gpus,
+            "may_fail": self.may_fail,
+            "log_sources": list(self.log_sources),
+        }
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """Ordered steps for every node of a cluster, from a recipe (+ profile, + --set)."""
+
+    recipe: Recipe
+    cluster: ClusterConfig
+    steps: tuple[LaunchStep, ...]
+    warnings: tuple[str, ...] = ()
+    stamp: str = ""
+    log_sources: dict[str, tuple[str, ...]] = field(default_factory=dict)  # node -> commands
+
+    @property
+    def nodes(self) -> list[str]:
+        """The nodes the plan uses, head first."""
+        seen: list[str] = []
+        for s in self.steps:
+            if s.node not in seen:
+                seen.append(s.node)
+        return seen
+
+    def steps_for(self, node: str) -> list[LaunchStep]:
+        return [s for s in self.steps if s.node == node]
+
+    def phase(self, phase: str) -> list[LaunchStep]:
+        return [s for s in self.steps if s.phase == phase]
+
+    def to_text(self) -> str:
+        """The whole plan as shell text, in order, with a header whenever the node changes."""
+        r = self.recipe
+        lines = [
+            f"# spark-tui launch plan: {r.id}"
+            + (f" (profile {r.profile})" if r.profile else "")
+            + (f" revision {r.revision}" if r.revision else ""),
+            f"# cluster: {self.cluster.source}"
+            + (" (simulated: no cluster.yaml found)" if self.cluster.simulated else ""),
+        ]
+        if r.status != "works":
+            lines.append(
+                f"# WARNING: known-broken ({', '.join(r.blocked_by)})"
+                + (f"; use {r.instead} instead" if r.instead else "")
+            )
+        lines += [f"# note: {w}" for w in self.warnings]
+        node = None
+        roles = {n.name: n for n in self.cluster.nodes}
+        for step in self.steps:
+            if step.node != node:
+                node = step.node
+                cfg = roles.get(node)
+                where = f"{cfg.role}, {cfg.fabric_ip or cfg.host}" if cfg else ""
+                lines += ["", f"# ─── on {node} ({where}) ───"]
+            lines += step.paste_lines()
+        return "\n".join(lines) + "\n"
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "recipe": self.recipe.id,
+            "revision": self.recipe.revision,
+            "profile": self.recipe.profile,
+            "cluster": self.cluster.source,
+            "simulated": self.cluster.simulated,
+            "warnings": list(self.warnings),
+            "steps": [s.to_json() for s in self.steps],
+            "log_sources": {k: list(v) for k, v in self.log_sources.items()},
+        }

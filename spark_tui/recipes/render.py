@@ -1,0 +1,401 @@
+"""Recipe + cluster (+ profile, + --set overrides) → LaunchPlan.
+
+Every value reaches the shell through spark_tui.shell (quoted). Containers run
+with --network host, --gpus all, --ipc=host, never --rm (the crash log would
+go with the container) and never a restart policy (a crashed engine restarted
+blindly leaks unified memory). The serve command runs inside the Ray head
+container (`docker exec`), never as a Ray client from a new container.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Mapping
+
+from spark_tui import shell
+from spark_tui.errors import InputError
+from spark_tui.nodes.cluster import ClusterConfig, NodeConfig
+from spark_tui.recipes.model import ArgValue, Recipe, render_value
+from spark_tui.recipes.plan import LaunchPlan, LaunchStep
+
+DROP_CACHES = "sync; echo 3 > /proc/sys/vm/drop_caches"
+FORBIDDEN_DOCKER_ARGS = ("--rm", "--restart")
+_TEMPLATE = re.compile(r"\{([a-z_]+(?:\.[a-z_]+)+)\}")
+LOG_TAIL_LINES = 200
+
+
+class HomePath(str):
+    """A host path under the remote user's home: `$HOME` expands, the rest is quoted."""
+
+
+def word(value: object) -> str:
+    """Quote one command word; a HomePath keeps `"$HOME"` live and quotes the rest."""
+    if isinstance(value, HomePath):
+        rest = str(value).split("/", 1)[1] if "/" in value else ""
+        return '"$HOME"' + (shell.quote("/" + rest) if rest else "")
+    return shell.quote(value)
+
+
+def words(argv: list[object]) -> str:
+    return " ".join(word(a) for a in argv)
+
+
+def stamp_now() -> str:
+    """A timestamp for backups and renamed containers (UTC, sortable)."""
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+
+
+def template_values(
+    cluster: ClusterConfig, node: NodeConfig, rank: int, size: int
+) -> dict[str, object]:
+    """Values for {node.fabric_ip}, {node.fabric_if}, {head.fabric_ip}, {node.rank}, …"""
+    values = node.placeholder_values(cluster.head)
+    values["head.fabric_if"] = cluster.head.fabric_if
+    values["node.rank"] = rank
+    values["cluster.size"] = size
+    return values
+
+
+def substitute(text: str, values: Mapping[str, object], recipe: Recipe, node: str) -> str:
+    """Fill {…} placeholders in one value (unquoted: the whole word is quoted later)."""
+
+    def sub(m: re.Match[str]) -> str:
+        key = m.group(1)
+        if key in values and values[key] is not None:
+            return str(values[key])
+        if key not in values and not key.startswith(("node.", "head.", "cluster.", "model.")):
+            return m.group(0)  # not ours (e.g. JSON in an argument): leave it
+        field = key.split(".", 1)[1]
+        raise InputError(
+            f"recipe {recipe.id!r} needs {key} for {node}: set {field} for that node in cluster.yaml"
+        )
+
+    return _TEMPLATE.sub(sub, text)
+
+
+def arg_words(
+    args: Mapping[str, ArgValue], values: Mapping[str, object], recipe: Recipe, node: str
+) -> list[str]:
+    """flag → value mapping as argv words (True = bare flag), in order."""
+    out: list[str] = []
+    for flag, value in args.items():
+        out.append(flag)
+        if value is not True:
+            out.append(substitute(render_value(value), values, recipe, node))
+    return out
+
+
+def env_words(
+    env: Mapping[str, str], values: Mapping[str, object], recipe: Recipe, node: str
+) -> dict[str, str]:
+    return {k: substitute(str(v), values, recipe, node) for k, v in env.items()}
+
+
+def docker_run_args(
+    recipe: Recipe,
+    name: str,
+    env: Mapping[str, str],
+    values: Mapping[str, object] | None = None,
+    check: bool = True,
+) -> list[object]:
+    """The words after `docker run` up to the image (unquoted; HomePath for $HOME volumes).
+    With check, refuses --rm and a restart policy (InputError)."""
+    for flag in recipe.docker_args if check else ():
+        if flag == "--rm" or flag.startswith("--restart"):
+            raise InputError(
+                f"recipe {recipe.id!r} asks docker for {flag}: spark-tui never renders it "
+                "(--rm deletes the crash log, a restart policy restarts a crash blindly); "
+                "remove it from docker.args",
+                recipe.source or None,
+            )
+    argv: list[object] = ["-d", "--name", name, "--network", "host", "--gpus", "all", "--ipc=host"]
+    for vol in recipe.volumes:
+        filled = substitute(vol, values or {}, recipe, name) if values is not None else vol
+        if filled.startswith(("~/", "$HOME/")):
+            argv += ["-v", HomePath("$HOME/" + filled.split("/", 1)[1])]
+        else:
+            argv += ["-v", filled]
+    for key, value in env.items():
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+            raise InputError(f"recipe {recipe.id!r}: {key!r} is not an environment variable name")
+        argv += ["-e", f"{key}={value}"]
+    for flag, value in recipe.docker_args.items():
+        argv += [flag] if value is True else [flag, render_value(value)]
+    return argv
+
+
+def serve_argv(recipe: Recipe, values: Mapping[str, object], node: str) -> list[str]:
+    """The serve command's words: engine command, model, arguments (+ per-node args)."""
+    vals = dict(values)
+    vals["model.path"] = recipe.model.path
+    vals["model.id"] = recipe.model.id
+    if recipe.serve.command:
+        base = [substitute(w, vals, recipe, node) for w in recipe.serve.command]
+    elif recipe.engine == "vllm":
+        base = ["vllm", "serve", recipe.model.path]
+    else:
+        base = ["python3", "-m", "sglang.launch_server", "--model-path", recipe.model.path]
+    base += arg_words(recipe.serve.args, vals, recipe, node)
+    base += arg_words(recipe.serve.node_args, vals, recipe, node)
+    return base
+
+
+def serve_script(recipe: Recipe, values: Mapping[str, object], node: str) -> str:
+    """`export K=V …; <serve command> > LOG 2>&1`: the text run by `sh -c` in the container."""
+    env = env_words(recipe.serve.env, values, recipe, node)
+    prefix = f"export {shell.env_prefix(env).strip()}; " if env else ""
+    return (
+        f"{prefix}{shell.join(serve_argv(recipe, values, node))} > {shell.quote(recipe.serve.log)} 2>&1"
+    )
+
+
+def stop_leftovers_command(recipe: Recipe, stamp: str) -> str:
+    """Stop this recipe's containers and rename them aside (their logs stay readable)."""
+    names = [recipe.head_container, recipe.worker_container]
+    parts = [f"docker stop -t 30 {shell.join(names)} >/dev/null 2>&1"]
+    for n in names:
+        parts.append(
+            f"docker rename {shell.quote(n)} {shell.quote(f'{n}.spark-tui-{stamp}')} >/dev/null 2>&1"
+        )
+    return "; ".join(parts) + "; true"
+
+
+def log_tail_command(recipe: Recipe, follow: bool) -> str:
+    """Read the serve log inside the head container (-F: follow, for the monitor)."""
+    cmd = ["docker", "exec", recipe.head_container, "tail", "-n", str(LOG_TAIL_LINES)]
+    if follow:
+        cmd.append("-F")
+    return shell.join([*cmd, recipe.serve.log])
+
+
+def smoke_command(recipe: Recipe) -> str:
+    """One chat completion on the head; curl prints the body, then time_total on its own line."""
+    body = json.dumps(
+        {
+            "model": recipe.served_name,
+            "messages": [{"role": "user", "content": recipe.smoke.prompt}],
+            "max_tokens": recipe.smoke.max_tokens,
+        },
+        separators=(",", ":"),
+    )
+    url = f"http://127.0.0.1:{recipe.serve.port}{recipe.smoke.path}"
+    return shell.join(
+        [
+            "curl",
+            "-sS",
+            "-m",
+            f"{recipe.smoke.timeout_s:g}",
+            "-w",
+            "\\n%{time_total}\\n",
+            "-H",
+            "Content-Type: application/json",
+            "-d",
+            body,
+            url,
+        ]
+    )
+
+
+def _nodes_for(recipe: Recipe, cluster: ClusterConfig) -> tuple[list[NodeConfig], list[str]]:
+    warnings: list[str] = []
+    if len(cluster.nodes) < recipe.nodes:
+        raise InputError(
+            f"recipe {recipe.id!r} needs {recipe.nodes} nodes; the cluster "
+            f"({cluster.source}) has {len(cluster.nodes)}"
+        )
+    nodes = [cluster.head, *cluster.workers][: recipe.nodes]
+    if len(cluster.nodes) > recipe.nodes:
+        unused = [n.name for n in cluster.nodes if n not in nodes]
+        warnings.append(f"the recipe uses {recipe.nodes} nodes; left out: {', '.join(unused)}")
+    return nodes, warnings
+
+
+def render_plan(
+    recipe: Recipe,
+    cluster: ClusterConfig,
+    profile: str | None = None,
+    sets: list[str] | tuple[str, ...] = (),
+    stamp: str | None = None,
+) -> LaunchPlan:
+    """The launch plan of a recipe on a cluster: stop leftovers, drop caches, Ray head
+    and workers, wait for every GPU, serve in the head container, wait for the
+    startup line, smoke request. Raises InputError for what the user must supply."""
+    from spark_tui.recipes.overrides import apply_sets
+
+    recipe = apply_sets(recipe.with_profile(profile), sets)
+    if recipe.image is None:
+        raise InputError(
+            f"recipe {recipe.id!r} names no container image"
+            + (f" ({recipe.image_note})" if recipe.image_note else "")
+            + "; pass --set image=NAME"
+        )
+    stamp = stamp or stamp_now()
+    nodes, warnings = _nodes_for(recipe, cluster)
+    head = nodes[0]
+    size = len(nodes)
+    if recipe.status != "works":
+        warnings.insert(
+            0,
+            f"this recipe is known-broken ({', '.join(recipe.blocked_by)})"
+            + (f": use {recipe.instead}" if recipe.instead else ""),
+        )
+    steps: list[LaunchStep] = []
+    vals = {
+        n.name: template_values(cluster, n, rank, size) for rank, n in enumerate(nodes)
+    }
+    container = {
+        n.name: recipe.head_container if n is head else recipe.worker_container for n in nodes
+    }
+    for n in nodes:
+        steps.append(
+            LaunchStep(
+                "stop-leftovers",
+                "preflight",
+                n.name,
+                "stop leftover containers (renamed aside, logs kept)",
+                "run",
+                stop_leftovers_command(recipe, stamp),
+                timeout_s=90,
+                may_fail=True,
+            )
+        )
+    if recipe.drop_caches:
+        for n in nodes:
+            steps.append(
+                LaunchStep(
+                    "drop-caches",
+                    "preflight",
+                    n.name,
+                    "drop the page cache (root, sudo -n)",
+                    "run",
+                    shell.as_root(DROP_CACHES),
+                    timeout_s=120,
+                )
+            )
+    image = recipe.image
+    logs: dict[str, tuple[str, ...]] = {}
+    if recipe.executor == "ray":
+        for n in nodes:
+            is_head = n is head
+            v = vals[n.name]
+            env = env_words(recipe.docker_env, v, recipe, n.name)
+            env.update(env_words(recipe.ray.env, v, recipe, n.name))
+            env.update(
+                env_words(recipe.ray.head_env if is_head else recipe.ray.worker_env, v, recipe, n.name)
+            )
+            custom = recipe.ray.head_command if is_head else recipe.ray.worker_command
+            if custom:
+                inner = [substitute(w, v, recipe, n.name) for w in custom]
+            else:
+                role = (
+                    ["--head", f"--port={recipe.ray.port}"]
+                    if is_head
+                    else [f"--address={v['head.fabric_ip']}:{recipe.ray.port}"]
+                )
+                extra = [
+                    f"{k}={substitute(render_value(val), v, recipe, n.name)}"
+                    if val is not True
+                    else k
+                    for k, val in recipe.ray.args.items()
+                ]
+                inner = ["ray", "start", *role, *extra, "--block"]
+            name = container[n.name]
+            cmd = "docker run " + words([*docker_run_args(recipe, name, env, v), image, *inner])
+            steps.append(
+                LaunchStep(
+                    "ray-head" if is_head else "ray-worker",
+                    "ray",
+                    n.name,
+                    f"start the Ray {'head' if is_head else 'worker'} in container {name}",
+                    "run",
+                    cmd,
+                    timeout_s=300,
+                    log_sources=(shell.join(["docker", "logs", "-f", "--tail", "200", name]),),
+                )
+            )
+            logs[n.name] = (shell.join(["docker", "logs", "-f", "--tail", "200", name]),)
+        steps.append(
+            LaunchStep(
+                "wait-ray",
+                "ray",
+                head.name,
+                f"wait until `ray status` shows {size} GPU{'s' if size != 1 else ''}",
+                "wait-ray",
+                shell.join(["docker", "exec", recipe.head_container, "ray", "status"]),
+                timeout_s=600,
+                interval_s=5,
+                gpus=size,
+            )
+        )
+        script = serve_script(recipe, vals[head.name], head.name)
+        steps.append(
+            LaunchStep(
+                "serve",
+                "launch",
+                head.name,
+                f"start {recipe.engine} serve inside {recipe.head_container} (log {recipe.serve.log})",
+                "run",
+                shell.join(["docker", "exec", "-d", recipe.head_container, "sh", "-c", script]),
+                timeout_s=60,
+                log_sources=(log_tail_command(recipe, follow=True),),
+            )
+        )
+    else:  # mp: the engine's own multi-node launch, one container per node
+        for n in nodes:
+            v = vals[n.name]
+            env = env_words(recipe.docker_env, v, recipe, n.name)
+            name = container[n.name]
+            script = serve_script(recipe, v, n.name)
+            cmd = "docker run " + words(
+                [*docker_run_args(recipe, name, env, v), image, "sh", "-c", script]
+            )
+            tail = shell.join(["docker", "exec", name, "tail", "-n", "200", "-F", recipe.serve.log])
+            steps.append(
+                LaunchStep(
+                    "serve",
+                    "launch",
+                    n.name,
+                    f"start {recipe.engine} rank {v['node.rank']} in container {name}",
+                    "run",
+                    cmd,
+                    timeout_s=300,
+                    log_sources=(tail,),
+                )
+            )
+            logs[n.name] = (tail,)
+    logs[head.name] = (*logs.get(head.name, ()), log_tail_command(recipe, follow=True))
+    steps.append(
+        LaunchStep(
+            "wait-ready",
+            "launch",
+            head.name,
+            f"wait for {recipe.serve.ready_line!r} in the serve log",
+            "wait-line",
+            log_tail_command(recipe, follow=False),
+            timeout_s=recipe.serve.startup_timeout_s,
+            interval_s=10,
+            expect=recipe.serve.ready_line,
+            log_sources=(log_tail_command(recipe, follow=True),),
+        )
+    )
+    steps.append(
+        LaunchStep(
+            "smoke",
+            "smoke",
+            head.name,
+            f"smoke request to :{recipe.serve.port} ({recipe.smoke.max_tokens} tokens), tok/s",
+            "smoke",
+            smoke_command(recipe),
+            timeout_s=recipe.smoke.timeout_s + 30,
+        )
+    )
+    return LaunchPlan(
+        recipe=recipe,
+        cluster=cluster,
+        steps=tuple(steps),
+        warnings=tuple(warnings),
+        stamp=stamp,
+        log_sources=logs,
+    )

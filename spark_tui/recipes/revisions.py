@@ -1,0 +1,323 @@
+"""Recipe revisions: a fix's patch-recipe action makes a new revision with a unified diff.
+
+Stored under state_dir()/recipes/<id>/: rev-NNNN.yaml (the whole recipe),
+rev-NNNN.diff (against the revision it was made from), rev-NNNN.json (when,
+why). Revision 0 is the recipe as shipped (written at the first patch).
+`current` names the revision in use: undo moves it back one; every revision
+stays on disk. `launched` names the revision the last launch used, so a
+relaunch knows which patches are pending.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from spark_tui import paths
+from spark_tui.errors import InputError
+from spark_tui.recipes.model import Recipe, patch_mapping, patch_serve
+
+TARGETS = ("serve", "ray", "docker")
+
+
+def recipe_to_data(r: Recipe) -> dict[str, Any]:
+    """The recipe as plain YAML-able data, in the field order of recipes/SCHEMA.md."""
+    m = r.model
+    data: dict[str, Any] = {"id": r.id, "title": r.title, "status": r.status}
+    if r.blocked_by:
+        data["blocked_by"] = list(r.blocked_by)
+    if r.instead:
+        data["instead"] = r.instead
+    if r.instead_note:
+        data["instead_note"] = r.instead_note
+    if r.workarounds:
+        data["workarounds"] = [
+            {"title": w.title, **({"detail": w.detail} if w.detail else {})} for w in r.workarounds
+        ]
+    if r.seeds:
+        data["seeds"] = list(r.seeds)
+    model: dict[str, Any] = {"id": m.id, "path": m.path}
+    if m.checkpoint_bytes is not None:
+        model["checkpoint_bytes"] = m.checkpoint_bytes
+    if m.checkpoint_source:
+        model["checkpoint_source"] = m.checkpoint_source
+    cfg = {
+        k: v
+        for k, v in (
+            ("layers", m.layers),
+            ("attention_heads", m.attention_heads),
+            ("kv_heads", m.kv_heads),
+            ("head_dim", m.head_dim),
+        )
+        if v is not None
+    }
+    if cfg:
+        model["config"] = {**cfg, "source": m.config_source}
+    data["model"] = model
+    data.update({"engine": r.engine, "executor": r.executor})
+    if r.image is not None:
+        data["image"] = r.image
+    if r.image_note:
+        data["image_note"] = r.image_note
+    data["nodes"] = r.nodes
+    data["containers"] = {"head": r.head_container, "worker": r.worker_container}
+    if r.volumes:
+        data["volumes"] = list(r.volumes)
+    if r.docker_args or r.docker_env:
+        data["docker"] = {"args": dict(r.docker_args), "env": dict(r.docker_env)}
+    if r.executor == "ray":
+        ray: dict[str, Any] = {"port": r.ray.port, "args": dict(r.ray.args), "env": dict(r.ray.env)}
+        if r.ray.head_env:
+            ray["head_env"] = dict(r.ray.head_env)
+        if r.ray.worker_env:
+            ray["worker_env"] = dict(r.ray.worker_env)
+        if r.ray.head_command:
+            ray["head_command"] = list(r.ray.head_command)
+        if r.ray.worker_command:
+            ray["worker_command"] = list(r.ray.worker_command)
+        data["ray"] = ray
+    s = r.serve
+    serve: dict[str, Any] = {}
+    if s.command:
+        serve["command"] = list(s.command)
+    serve["args"] = dict(s.args)
+    serve["env"] = dict(s.env)
+    if s.node_args:
+        serve["node_args"] = dict(s.node_args)
+    serve.update(
+        {
+            "log": s.log,
+            "ready_line": s.ready_line,
+            "port": s.port,
+            "startup_timeout_s": s.startup_timeout_s,
+        }
+    )
+    data["serve"] = serve
+    data["smoke"] = {
+        "prompt": r.smoke.prompt,
+        "max_tokens": r.smoke.max_tokens,
+        "path": r.smoke.path,
+        "timeout_s": r.smoke.timeout_s,
+    }
+    data["drop_caches"] = r.drop_caches
+    data["measured"] = _measured(r.measured)
+    if r.profiles:
+        data["profiles"] = {
+            name: {
+                k: v
+                for k, v in (
+                    ("description", p.description),
+                    ("set_args", dict(p.set_args)),
+                    ("unset_args", list(p.unset_args)),
+                    ("set_env", dict(p.set_env)),
+                    ("unset_env", list(p.unset_env)),
+                    ("measured", _measured(p.measured) if p.measured else None),
+                    ("stability", p.stability),
+                )
+                if v
+            }
+            for name, p in r.profiles.items()
+        }
+    if r.notes:
+        data["notes"] = list(r.notes)
+    return data
+
+
+def _measured(m: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if m.tok_s is not None:
+        out["tok_s"] = m.tok_s
+    if m.startup_s is not None:
+        out["startup_s"] = m.startup_s
+    if m.notes:
+        out["notes"] = list(m.notes)
+    return out
+
+
+def recipe_to_yaml(r: Recipe) -> str:
+    return yaml.safe_dump(recipe_to_data(r), sort_keys=False, allow_unicode=True, width=100)
+
+
+def apply_patch(
+    recipe: Recipe,
+    target: str = "serve",
+    set_args: dict[str, Any] | None = None,
+    unset_args: list[str] | tuple[str, ...] | None = None,
+    set_env: dict[str, Any] | None = None,
+    unset_env: list[str] | tuple[str, ...] | None = None,
+) -> Recipe:
+    """The recipe with a patch-recipe action's changes (pure; nothing stored)."""
+    if target not in TARGETS:
+        raise InputError(f"patch-recipe target must be one of {', '.join(TARGETS)}")
+    set_args = {k: v for k, v in (set_args or {}).items()}
+    set_env = {k: str(v) for k, v in (set_env or {}).items()}
+    if target == "serve":
+        return replace(
+            recipe, serve=patch_serve(recipe.serve, set_args, unset_args, set_env, unset_env)
+        )
+    if target == "ray":
+        ray = replace(
+            recipe.ray,
+            args=patch_mapping(recipe.ray.args, set_args, unset_args),
+            env=patch_mapping(recipe.ray.env, set_env, unset_env),
+        )
+        return replace(recipe, ray=ray)
+    return replace(
+        recipe,
+        docker_args=patch_mapping(recipe.docker_args, set_args, unset_args),
+        docker_env=patch_mapping(recipe.docker_env, set_env, unset_env),
+    )
+
+
+def unified_diff(before: Recipe, after: Recipe, label: str = "") -> str:
+    a = recipe_to_yaml(before).splitlines(keepends=True)
+    b = recipe_to_yaml(after).splitlines(keepends=True)
+    name = label or after.id
+    return "".join(
+        difflib.unified_diff(
+            a, b, f"{name}@{before.revision}", f"{name}@{after.revision}", n=2
+        )
+    )
+
+
+@dataclass(frozen=True)
+class Revision:
+    """One stored revision of a recipe."""
+
+    recipe_id: str
+    number: int
+    path: Path
+    diff: str
+    note: str
+    time: float
+    base: int | None  # the revision it was made from
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+class RevisionStore:
+    """Revisions of every patched recipe, under state_dir()/recipes/ (or `root`)."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = root or (paths.state_dir() / "recipes")
+
+    def _dir(self, recipe_id: str) -> Path:
+        return self.root / recipe_id
+
+    def _pointer(self, recipe_id: str, name: str) -> int | None:
+        p = self._dir(recipe_id) / name
+        try:
+            return int(p.read_text().strip())
+        except (OSError, ValueError):
+            return None
+
+    def numbers(self, recipe_id: str) -> list[int]:
+        d = self._dir(recipe_id)
+        if not d.is_dir():
+            return []
+        return sorted(int(p.stem[4:]) for p in d.glob("rev-*.yaml") if p.stem[4:].isdigit())
+
+    def load(self, recipe_id: str, number: int) -> Recipe:
+        from spark_tui.recipes.loader import parse_recipe_text
+
+        path = self._dir(recipe_id) / f"rev-{number:04d}.yaml"
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise InputError(f"cannot read revision: {exc}", str(path)) from None
+        return replace(parse_recipe_text(text, str(path)), revision=number)
+
+    def current_number(self, recipe_id: str) -> int | None:
+        return self._pointer(recipe_id, "current")
+
+    def current(self, recipe_id: str) -> Recipe | None:
+        """The revision in use, or None when the recipe was never patched."""
+        n = self.current_number(recipe_id)
+        return self.load(recipe_id, n) if n is not None else None
+
+    def revisions(self, recipe_id: str) -> list[Revision]:
+        out = []
+        d = self._dir(recipe_id)
+        for n in self.numbers(recipe_id):
+            meta_path = d / f"rev-{n:04d}.json"
+            try:
+                meta = json.loads(meta_path.read_text())
+            except (OSError, ValueError):
+                meta = {}
+            diff_path = d / f"rev-{n:04d}.diff"
+            out.append(
+                Revision(
+                    recipe_id,
+                    n,
+                    d / f"rev-{n:04d}.yaml",
+                    diff_path.read_text() if diff_path.exists() else "",
+                    str(meta.get("note", "")),
+                    float(meta.get("time", 0.0)),
+                    meta.get("base"),
+                )
+            )
+        return out
+
+    def _write(self, recipe: Recipe, number: int, diff: str, note: str, base: int | None) -> None:
+        d = self._dir(recipe.id)
+        d.mkdir(parents=True, exist_ok=True)
+        _write_atomic(d / f"rev-{number:04d}.yaml", recipe_to_yaml(recipe))
+        _write_atomic(d / f"rev-{number:04d}.diff", diff)
+        _write_atomic(
+            d / f"rev-{number:04d}.json",
+            json.dumps({"note": note, "time": time.time(), "base": base}),
+        )
+
+    def commit(self, before: Recipe, after: Recipe, note: str) -> Revision:
+        """Store `after` as a new revision made from `before` (revision 0 written first)."""
+        numbers = self.numbers(before.id)
+        if not numbers:
+            base = replace(before, revision=0)
+            self._write(base, 0, "", "as shipped", None)
+            numbers = [0]
+            before = base
+        number = numbers[-1] + 1
+        after = replace(after, revision=number, profile=None)
+        diff = unified_diff(before, after)
+        self._write(after, number, diff, note, before.revision)
+        _write_atomic(self._dir(before.id) / "current", str(number))
+        return self.revisions(before.id)[-1]
+
+    def patch(self, recipe: Recipe, note: str = "", **changes: Any) -> Revision:
+        """A patch-recipe action: the current revision (or `recipe`) with `changes`."""
+        base = self.current(recipe.id) or recipe
+        return self.commit(base, apply_patch(base, **changes), note)
+
+    def undo(self, recipe_id: str) -> Recipe:
+        """Go back to the revision the current one was made from (all stay on disk)."""
+        n = self.current_number(recipe_id)
+        if n is None or n == 0:
+            raise InputError(f"recipe {recipe_id!r} has no patch to undo")
+        meta = {r.number: r for r in self.revisions(recipe_id)}
+        back = meta[n].base if n in meta and meta[n].base is not None else n - 1
+        _write_atomic(self._dir(recipe_id) / "current", str(back))
+        return self.load(recipe_id, back)
+
+    def pending(self, recipe_id: str) -> bool:
+        """Whether the revision in use was not launched yet."""
+        n = self.current_number(recipe_id)
+        return n is not None and n != self._pointer(recipe_id, "launched")
+
+    def mark_launched(self, recipe: Recipe) -> None:
+        d = self._dir(recipe.id)
+        if d.is_dir():
+            _write_atomic(d / "launched", str(recipe.revision))
