@@ -29,6 +29,12 @@ class EngineMissing(SparkTuiError):
     """An engine the TUI drives is not installed in this build."""
 
 
+def _real_clock() -> Any:
+    from spark_tui.clock import RealClock
+
+    return RealClock()
+
+
 def _engine(module: str, name: str, what: str) -> Any:
     try:
         return getattr(importlib.import_module(module), name)
@@ -95,8 +101,11 @@ class ClusterSession:
 
         kb = load_knowledge()
         if scenario is None:
-            find = _engine("spark_tui.nodes.config", "find_cluster_config", "cluster.yaml lookup")
-            path = find(config_path)
+            from pathlib import Path
+
+            from spark_tui.nodes.config import find_cluster_config
+
+            path = Path(config_path) if config_path else find_cluster_config()
             if path is not None:
                 load = _engine("spark_tui.nodes.config", "load_cluster", "cluster.yaml loader")
                 make = _engine("spark_tui.nodes.ssh", "make_transport", "the SSH transport")
@@ -219,6 +228,194 @@ class ClusterSession:
         write = _engine("spark_tui.remedy.report", "write_report", "the incident report")
         return True, f"report written to {write(self.config, diagnoses)}"
 
+    def bringup(self) -> BringUpDriver:
+        """The guided bring-up over this cluster (one per session: it resumes)."""
+        if getattr(self, "_bringup", None) is None:
+            self._bringup = BringUpDriver(self)
+        return self._bringup
+
+    def detect_interfaces(
+        self, hosts: list[str], user: str | None
+    ) -> tuple[list[str], str | None, str]:
+        """Probe hosts (one sampling round each): interface names, the detected fabric one, a note."""
+        from spark_tui.nodes.sampler import detect_fabric, sample
+
+        names: list[str] = []
+        found: list[str] = []
+        notes: list[str] = []
+        known = {n.host: n for n in self.config.nodes}
+        for i, host in enumerate(hosts, start=1):
+            node = known.get(host) or NodeConfig(
+                f"spark{i}", host, "head" if i == 1 else "worker", user=user
+            )
+            transport = self.transports.get(node.name)
+            if transport is None:
+                make = _engine("spark_tui.nodes.ssh", "make_transport", "the SSH transport")
+                transport = make(node)
+            state = sample(transport, node, self.clock or _real_clock())
+            if not state.reachable:
+                notes.append(f"{host}: unreachable ({state.unavailable.get('node', '')})")
+                continue
+            for itf in state.interfaces:
+                if itf.name not in names and itf.name != "lo":
+                    names.append(itf.name)
+            fab = detect_fabric(state.interfaces)
+            if fab:
+                found.append(fab)
+        preferred = max(set(found), key=found.count) if found else None
+        note = (
+            f"Fabric interface detected: {preferred}"
+            if preferred
+            else "No fabric interface detected."
+        )
+        return names, preferred, "; ".join([note, *notes])
+
     def _refuse_if_read_only(self, what: str) -> None:
         if self.read_only:
             raise SparkTuiError(f"read-only: refused to {what} (started with --read-only)")
+
+
+BRINGUP_STEPS: tuple[tuple[str, str], ...] = (
+    ("cluster", "Cluster"),
+    ("recipe", "Recipe"),
+    ("doctor", "Doctor"),
+    ("fixes", "Fix what fails"),
+    ("ray", "Start Ray, every GPU"),
+    ("launch", "Launch"),
+    ("smoke", "Smoke request, tok/s"),
+)
+_PLAN_PHASE = {"ray": "ray", "launch": "launch", "smoke": "smoke"}
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    """How a bring-up step ended; a failure carries the diagnosis that explains it."""
+
+    step: str
+    ok: bool
+    summary: str
+    diagnosis: Diagnosis | None = None
+
+
+class BringUpDriver:
+    """The guided bring-up as the screen sees it, over the recipes helper's engine."""
+
+    def __init__(self, session: ClusterSession) -> None:
+        self.session = session
+        self.recipe_id = session.config.recipe
+        self._status = {sid: "pending" for sid, _t in BRINGUP_STEPS}
+        if not session.simulated and session.config.source.endswith(".yaml"):
+            self._status["cluster"] = "ok"
+        if self.recipe_id:
+            self._status["recipe"] = "ok"
+        self._diagnoses: list[Diagnosis] = []
+
+    def recipes(self) -> list[Any]:
+        try:
+            from spark_tui.recipes.loader import load_recipes
+
+            return list(load_recipes())
+        except (ImportError, SparkTuiError):
+            return []
+
+    def status(self, sid: str) -> str:
+        return self._status[sid]
+
+    def mark(self, sid: str, status: str) -> None:
+        self._status[sid] = status
+
+    def resume_step(self) -> str:
+        """The first step not done: where the bring-up goes on."""
+        return next((sid for sid, _t in BRINGUP_STEPS if self._status[sid] != "ok"), "smoke")
+
+    def note_diagnosis(self, diagnosis: Diagnosis) -> None:
+        self._diagnoses.append(diagnosis)
+
+    def choose_recipe(self, recipe_id: str) -> None:
+        self.recipe_id = recipe_id
+
+    def commands(self, sid: str) -> list[str]:
+        """What a step runs, as exact commands where the engines can render them."""
+        if sid == "cluster":
+            return ["# writes cluster.yaml (name, host, user, role, fabric_if per node)"]
+        if sid == "recipe":
+            return ["# chooses the launch recipe (a known-broken one names the working one)"]
+        if sid == "doctor":
+            return [
+                "# read-only probes on every node (spark-tui doctor): memory, GPU, containers, Ray, fabric"
+            ]
+        if sid == "fixes":
+            lines: list[str] = []
+            for d in self._diagnoses:
+                fixes = [f for f in d.wall.fixes if f.id in d.fixes()]
+                if fixes:
+                    lines.append(f"# {d.wall.id} on {d.node or d.source}: {fixes[0].title}")
+                    lines.extend(self.session.fix_lines(d, fixes[0]))
+            return lines or ["# the fixes of what the doctor and the monitor found (none yet)"]
+        try:
+            from spark_tui.recipes.loader import load_recipes
+            from spark_tui.recipes.render import render_plan
+
+            if not self.recipe_id:
+                return ["# choose a recipe first"]
+            plan = render_plan(load_recipes().get(self.recipe_id), self.session.config)
+            return [line for step in plan.phase(_PLAN_PHASE[sid]) for line in step.paste_lines()]
+        except (ImportError, SparkTuiError) as exc:
+            return [f"# cannot render the plan: {exc}"]
+
+    def write_cluster(self, hosts: list[str], user: str | None, fabric_if: str | None) -> str:
+        """Write cluster.yaml (the head first) and read it back through the validating loader."""
+        import yaml
+
+        from spark_tui import paths
+        from spark_tui.nodes.config import load_cluster
+
+        nodes = []
+        for i, host in enumerate(hosts, start=1):
+            node: dict[str, object] = {"name": f"spark{i}", "host": host}
+            if user:
+                node["user"] = user
+            if fabric_if:
+                node["fabric_if"] = fabric_if
+            node["role"] = "head" if i == 1 else "worker"
+            nodes.append(node)
+        data: dict[str, object] = {"nodes": nodes}
+        if self.recipe_id:
+            data = {"recipe": self.recipe_id, **data}
+        source = self.session.config.source
+        path = (
+            paths.config_dir() / "cluster.yaml" if not source.endswith(".yaml") else _path(source)
+        )
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+        load_cluster(path)  # bad input names file:line here, before the next step
+        return str(path)
+
+    def run(self, sid: str, progress: Progress) -> StepOutcome:
+        """Run one engine step (doctor, fixes, ray, launch, smoke)."""
+        before = len(self._diagnoses)
+        if sid == "doctor":
+            ok, summary = self.session.doctor(progress)
+            return StepOutcome(sid, ok, summary)
+        engine = _engine("spark_tui.remedy.bringup", "run_step", "the bring-up engine")
+        result = engine(
+            self.session.config,
+            self.session.transports,
+            sid,
+            recipe=self.recipe_id,
+            progress=progress,
+            clock=self.session.clock,
+            read_only=self.session.read_only,
+        )
+        ok = bool(getattr(result, "ok", result))
+        diagnosis = None
+        if not ok:
+            seen = self._diagnoses[before:] or self._diagnoses
+            diagnosis = seen[-1] if seen else None
+        return StepOutcome(sid, ok, str(getattr(result, "summary", result)), diagnosis)
+
+
+def _path(source: str):
+    from pathlib import Path
+
+    return Path(source)
