@@ -1,7 +1,6 @@
 """One suite over every Transport: local (subprocess) and ssh (real sshd on loopback).
 The simulator adds its own implementation to `transport` below."""
 
-
 from __future__ import annotations
 
 from collections.abc import Iterator
