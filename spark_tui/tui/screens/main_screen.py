@@ -82,7 +82,7 @@ class MainScreen(Screen):
         status.recipe = self.session.config.recipe or "no recipe"
         status.read_only = self.session.read_only
         n = len(self.session.config.nodes)
-        self.query_one("#nodes", Grid).styles.grid_size_columns = min(3, max(1, n))
+        self.query_one("#nodes", Grid).add_class(f"-cols-{min(3, max(1, n))}")
 
     def _fix_lines(self, diagnosis, fix) -> list[str]:
         try:

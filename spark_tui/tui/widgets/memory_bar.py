@@ -39,8 +39,13 @@ class MemoryBar(Widget):
         cells = [round(width * part / m.total_bytes) for part in (used, cache)]
         cells.append(max(0, width - sum(cells)))
         text = Text("[", no_wrap=True, overflow="crop")
+        plain = self.app.no_color  # without colour, the shades tell the parts apart
         for part, cls, ch in zip(cells, ("used", "cache", "free"), ("█", "▒", "░"), strict=True):
-            text.append(ch * part, style=self.get_component_rich_style(f"memorybar--{cls}"))
+            style = self.get_component_rich_style(f"memorybar--{cls}")
+            if plain:
+                text.append(ch * part, style=style)
+            else:  # coloured cells: exact widths in every terminal font
+                text.append(" " * part, style=Style(bgcolor=style.color))
         text.append("]\n")
         text.append(f"used {gib(used)}", style=self.get_component_rich_style("memorybar--used"))
         text.append(" · ")

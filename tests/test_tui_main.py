@@ -1,0 +1,171 @@
+"""Pilot tests of the main screen on the replayed three-node cluster (tests/tui_snapshot_app.py)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from textual.widgets import DataTable
+
+from spark_tui.tui.messages import ActionFinished
+from spark_tui.tui.screens.fix_modal import FixModal
+from spark_tui.tui.screens.help_screen import HelpScreen
+from spark_tui.tui.widgets.diagnoses_table import DiagnosesTable
+from spark_tui.tui.widgets.diagnosis_detail import DiagnosisDetail
+from spark_tui.tui.widgets.log_view import LogView
+from spark_tui.tui.widgets.node_pane import NodePane
+from spark_tui.tui.widgets.status_line import StatusLine
+from tests.tui_snapshot_app import SnapshotApp
+
+
+def test_panes_show_readings_reachability_and_serving_state() -> None:
+    asyncio.run(_test_panes_show_readings_reachability_and_serving_state())
+
+
+async def _test_panes_show_readings_reachability_and_serving_state() -> None:
+    app = SnapshotApp()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        panes = {p.node.name: p for p in app.screen.query(NodePane)}
+        assert set(panes) == {"spark1", "spark2", "spark3"}
+        assert str(panes["spark1"].query_one(".serving").render()) == "serving: crashed"
+        assert str(panes["spark2"].query_one(".serving").render()) == "serving: loading 43 %"
+        reach = str(panes["spark3"].query_one(".reach").render())
+        assert reach.startswith("unreachable since 20:26:26, retrying")
+        assert panes["spark3"].has_class("-unreachable")
+        assert len(panes["spark1"].sm_history) == 41  # 40 rounds + the seed value
+
+
+def test_signature_line_shows_its_diagnosis_newest_error_first() -> None:
+    asyncio.run(_test_signature_line_shows_its_diagnosis_newest_error_first())
+
+
+async def _test_signature_line_shows_its_diagnosis_newest_error_first() -> None:
+    app = SnapshotApp()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        table = app.screen.query_one(DiagnosesTable)
+        walls = [table.get_row_at(i)[0] for i in range(table.row_count)]
+        assert walls[0] == "vllm-free-memory-low"  # newest first
+        assert "fp4-marlin-fallback-notice" in walls
+        log = app.screen.query_one(LogView)
+        error_lines = [e for e in log._rows() if e.severity == "error"]
+        assert len(error_lines) == 1 and "Free memory on device" in error_lines[0].text
+        # selecting the row shows its summary, cause, evidence and fixes with commands
+        table.focus()
+        table.move_cursor(row=0)
+        await pilot.pause()
+        detail = app.screen.query_one(DiagnosisDetail)
+        assert detail.diagnosis is not None and detail.diagnosis.wall.id == "vllm-free-memory-low"
+        text = detail.render_text().plain
+        assert "Evidence" in text and "Free memory on device cuda:0" in text
+        assert "drop_caches" in text  # the first fix's exact command
+
+
+def test_log_source_follow_and_search() -> None:
+    asyncio.run(_test_log_source_follow_and_search())
+
+
+async def _test_log_source_follow_and_search() -> None:
+    app = SnapshotApp()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        log = app.screen.query_one(LogView)
+        assert len(log.visible_texts()) == 8
+        await pilot.press("l")
+        assert log.source == "spark1"
+        assert all(t.startswith("spark1:") for t in log.visible_texts())
+        await pilot.press("l", "l", "l")
+        assert log.source is None
+        await pilot.press("f")
+        assert log.follow is False
+        await pilot.press("slash")
+        await pilot.press(*"Worker ready", "enter")
+        await pilot.pause()
+        assert log.search == "Worker ready"
+        assert "search: Worker ready" in str(app.screen.query_one("#log-title").render())
+
+
+def test_apply_opens_preview_with_per_node_commands_and_n_cancels() -> None:
+    asyncio.run(_test_apply_opens_preview_with_per_node_commands_and_n_cancels())
+
+
+async def _test_apply_opens_preview_with_per_node_commands_and_n_cancels() -> None:
+    app = SnapshotApp()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        table = app.screen.query_one(DiagnosesTable)
+        table.focus()
+        table.move_cursor(row=0)
+        await pilot.press("a")
+        await pilot.pause()
+        modal = app.screen
+        assert isinstance(modal, FixModal)
+        preview = modal.preview
+        assert preview.nodes  # commands rendered per node
+        text = str(modal.query_one("#fix-preview").render())
+        for node in preview.nodes:
+            assert f"on {node}:" in text
+        await pilot.press("n")
+        await pilot.pause()
+        assert not isinstance(app.screen, FixModal)
+
+
+def test_read_only_refuses_every_change_with_a_clear_message() -> None:
+    asyncio.run(_test_read_only_refuses_every_change_with_a_clear_message())
+
+
+async def _test_read_only_refuses_every_change_with_a_clear_message() -> None:
+    app = SnapshotApp(read_only=True)
+    seen: list = []
+    async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
+        await pilot.pause()
+        status = app.screen.query_one(StatusLine)
+        await pilot.press("r")
+        await pilot.pause()
+        assert "read-only: refused to relaunch" in status.last_action
+        table = app.screen.query_one(DiagnosesTable)
+        table.focus()
+        table.move_cursor(row=0)
+        await pilot.press("a")  # the preview still shows: read-only hides nothing
+        await pilot.pause()
+        assert isinstance(app.screen, FixModal)
+        await pilot.press("y")
+        await pilot.pause()
+        refused = [m for m in seen if isinstance(m, ActionFinished) and not m.ok]
+        assert any("read-only: refused to apply" in m.summary for m in refused)
+        assert app.screen.phase == "preview"  # nothing ran
+
+
+def test_help_and_palette_hold_every_action() -> None:
+    asyncio.run(_test_help_and_palette_hold_every_action())
+
+
+async def _test_help_and_palette_hold_every_action() -> None:
+    from spark_tui.tui.commands import ACTIONS
+
+    app = SnapshotApp()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        keys = {b.key for b in app.main_screen.BINDINGS} | {b.key for b in app.BINDINGS}
+        assert {"a", "r", "b", "d", "l", "slash", "f", "u", "e", "q", "question_mark"} <= keys
+        actions = {a for _n, a, _h in ACTIONS}
+        for binding in app.main_screen.BINDINGS:
+            assert binding.action in actions
+
+
+def test_narrow_terminal_stacks_the_panes() -> None:
+    asyncio.run(_test_narrow_terminal_stacks_the_panes())
+
+
+async def _test_narrow_terminal_stacks_the_panes() -> None:
+    app = SnapshotApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert app.screen.has_class("-narrow")
+        xs = {p.region.x for p in app.screen.query(NodePane)}
+        assert len(xs) == 1  # one column
+        assert isinstance(app.screen.query_one(DiagnosesTable), DataTable)
