@@ -175,7 +175,7 @@ class _Collector:
                 continue
             if isinstance(value, bool) or value is None or isinstance(value, (list, dict)):
                 self.err(
-                    f"{where}.{key}.{name} must be text or a number (quote it: \"1\")", raw, name
+                    f'{where}.{key}.{name} must be text or a number (quote it: "1")', raw, name
                 )
                 continue
             out[name] = str(value)

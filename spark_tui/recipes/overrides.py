@@ -79,7 +79,9 @@ def apply_set(recipe: Recipe, item: str) -> Recipe:
         return replace(recipe, serve=serve)
     if key.startswith("ray.env."):
         var = key[len("ray.env.") :]
-        env = patch_mapping(recipe.ray.env, None if remove else {var: value}, [var] if remove else None)
+        env = patch_mapping(
+            recipe.ray.env, None if remove else {var: value}, [var] if remove else None
+        )
         return replace(recipe, ray=replace(recipe.ray, env=env))
     if key.startswith("ray.-"):
         flag = key[len("ray.") :]
@@ -91,7 +93,9 @@ def apply_set(recipe: Recipe, item: str) -> Recipe:
         return replace(recipe, ray=replace(recipe.ray, args=args))
     if key.startswith("docker.env."):
         var = key[len("docker.env.") :]
-        env = patch_mapping(recipe.docker_env, None if remove else {var: value}, [var] if remove else None)
+        env = patch_mapping(
+            recipe.docker_env, None if remove else {var: value}, [var] if remove else None
+        )
         return replace(recipe, docker_env=env)
     if key.startswith("docker.-"):
         flag = key[len("docker.") :]

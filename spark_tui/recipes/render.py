@@ -24,6 +24,7 @@ DROP_CACHES = "sync; echo 3 > /proc/sys/vm/drop_caches"
 FORBIDDEN_DOCKER_ARGS = ("--rm", "--restart")
 _TEMPLATE = re.compile(r"\{([a-z_]+(?:\.[a-z_]+)+)\}")
 LOG_TAIL_LINES = 200
+STACK_LABEL = "spark-tui.recipe"
 
 
 class HomePath(str):
@@ -111,6 +112,8 @@ def docker_run_args(
                 recipe.source or None,
             )
     argv: list[object] = ["-d", "--name", name, "--network", "host", "--gpus", "all", "--ipc=host"]
+    # the label lets stop-stack find our containers when no recipe is at hand
+    argv += ["--label", f"{STACK_LABEL}={recipe.id}"]
     for vol in recipe.volumes:
         filled = substitute(vol, values or {}, recipe, name) if values is not None else vol
         if filled.startswith(("~/", "$HOME/")):
@@ -146,9 +149,7 @@ def serve_script(recipe: Recipe, values: Mapping[str, object], node: str) -> str
     """`export K=V …; <serve command> > LOG 2>&1`: the text run by `sh -c` in the container."""
     env = env_words(recipe.serve.env, values, recipe, node)
     prefix = f"export {shell.env_prefix(env).strip()}; " if env else ""
-    return (
-        f"{prefix}{shell.join(serve_argv(recipe, values, node))} > {shell.quote(recipe.serve.log)} 2>&1"
-    )
+    return f"{prefix}{shell.join(serve_argv(recipe, values, node))} > {shell.quote(recipe.serve.log)} 2>&1"
 
 
 def stop_leftovers_command(recipe: Recipe, stamp: str) -> str:
@@ -242,9 +243,7 @@ def render_plan(
             + (f": use {recipe.instead}" if recipe.instead else ""),
         )
     steps: list[LaunchStep] = []
-    vals = {
-        n.name: template_values(cluster, n, rank, size) for rank, n in enumerate(nodes)
-    }
+    vals = {n.name: template_values(cluster, n, rank, size) for rank, n in enumerate(nodes)}
     container = {
         n.name: recipe.head_container if n is head else recipe.worker_container for n in nodes
     }
@@ -283,7 +282,9 @@ def render_plan(
             env = env_words(recipe.docker_env, v, recipe, n.name)
             env.update(env_words(recipe.ray.env, v, recipe, n.name))
             env.update(
-                env_words(recipe.ray.head_env if is_head else recipe.ray.worker_env, v, recipe, n.name)
+                env_words(
+                    recipe.ray.head_env if is_head else recipe.ray.worker_env, v, recipe, n.name
+                )
             )
             custom = recipe.ray.head_command if is_head else recipe.ray.worker_command
             if custom:

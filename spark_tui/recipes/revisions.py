@@ -181,9 +181,7 @@ def unified_diff(before: Recipe, after: Recipe, label: str = "") -> str:
     b = recipe_to_yaml(after).splitlines(keepends=True)
     name = label or after.id
     return "".join(
-        difflib.unified_diff(
-            a, b, f"{name}@{before.revision}", f"{name}@{after.revision}", n=2
-        )
+        difflib.unified_diff(a, b, f"{name}@{before.revision}", f"{name}@{after.revision}", n=2)
     )
 
 

@@ -11,8 +11,15 @@ from collections.abc import Mapping
 
 from spark_tui import shell
 from spark_tui.kb.schema import Action, Fix
+from spark_tui.nodes.cluster import ClusterConfig, NodeConfig
+from spark_tui.recipes.model import Recipe
 
 BACKUP_SUFFIX = ".spark-tui-backup-{stamp}"
+# Stop every container spark-tui started (they carry the label), whatever the recipe.
+GENERIC_STOP_STACK = (
+    "ids=$(docker ps -q --filter label=spark-tui.recipe); "
+    'if [ -n "$ids" ]; then docker stop -t 30 $ids; fi'
+)
 _TARGET_WORDS = {
     "all": "every node",
     "head": "the head",
@@ -76,7 +83,7 @@ def render_action(
             f"# switch to recipe {p.get('to') or '(the one the recipe names as its replacement)'}"
         ]
     if kind == "stop-stack":
-        return ["docker stop $(docker ps -q --filter label=spark-tui)", "ray stop --force"]
+        return [GENERIC_STOP_STACK]
     if kind == "relaunch":
         return ["# stop the stack on every node, drop caches, run the launch plan again"]
     if kind == "collect-evidence":
@@ -94,3 +101,59 @@ def preview_lines(fix: Fix) -> list[str]:
             lines.append(f"# on {where}:")
         lines.extend(commands)
     return lines
+
+
+# ---- per node, with real values (the engine's rendering; preview == run) ----------
+
+
+def node_values(cluster: ClusterConfig, node: NodeConfig) -> dict[str, object]:
+    """Placeholder values for one node: {node.*} and {head.*}."""
+    values = node.placeholder_values(cluster.head)
+    values["head.fabric_if"] = cluster.head.fabric_if
+    return values
+
+
+BOOT_ID_COMMAND = "cat /proc/sys/kernel/random/boot_id"
+
+
+def evidence_command(item: str, recipe: Recipe | None, stamp: str) -> str:
+    """The read-only command that collects one evidence item on a node."""
+    from spark_tui.nodes.commands import SAMPLE, sample_script
+
+    head = recipe.head_container if recipe else "ray-head"
+    if item == "log-tail":
+        if recipe is not None:
+            return shell.join(["docker", "exec", head, "tail", "-n", "500", recipe.serve.log])
+        return 'for c in $(docker ps -aq --filter label=spark-tui.recipe); do docker logs --tail 500 "$c" 2>&1; done'
+    if item == "py-spy":
+        return shell.join(
+            [
+                "docker",
+                "exec",
+                head,
+                "sh",
+                "-c",
+                'for p in $(pgrep -f "vllm|sglang|ray::"); do py-spy dump --pid "$p"; done',
+            ]
+        )
+    if item == "readings":
+        return sample_script(SAMPLE)
+    if item == "kernel-log-previous-boot":
+        return shell.as_root("journalctl -b -1 -k --no-pager | tail -n 2000")
+    if item == "pstore":
+        return shell.as_root("ls -la /sys/fs/pstore && tail -n 400 /sys/fs/pstore/* 2>/dev/null")
+    if item == "nvidia-bug-report":
+        out = f"/tmp/nvidia-bug-report-{stamp}.log"
+        return shell.as_root(f"nvidia-bug-report.sh --output-file {shell.quote(out)}")
+    if item == "nccl-libraries":
+        return shell.join(
+            [
+                "docker",
+                "exec",
+                head,
+                "sh",
+                "-c",
+                "find / -xdev -name 'libnccl.so.2*' -type f 2>/dev/null | xargs -r sha256sum",
+            ]
+        )
+    raise ValueError(f"unknown evidence item {item!r}")

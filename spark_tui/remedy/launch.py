@@ -1,0 +1,345 @@
+"""Run a LaunchPlan step by step through the nodes' Transports.
+
+`LaunchRunner.run_step` runs one step (a command, a wait for Ray's GPUs, a wait
+for the startup line, the smoke request) and reports progress as
+ActionProgress through `emit`; every command is journaled. `relaunch` stops the
+stack everywhere, takes the newest recipe revision (pending patches) and runs
+the whole plan. After a crash nothing restarts blindly: `AutoRelaunchGuard`
+allows one automatic relaunch per diagnosis.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from spark_tui import paths, shell
+from spark_tui.clock import Clock, RealClock
+from spark_tui.errors import SparkTuiError
+from spark_tui.events import ActionProgress
+from spark_tui.nodes.cluster import ClusterConfig
+from spark_tui.nodes.transport import CommandResult, NodeUnreachable, Transport
+from spark_tui.recipes.model import Recipe
+from spark_tui.recipes.plan import LaunchStep, ray_gpus
+from spark_tui.recipes.render import render_plan
+from spark_tui.remedy.journal import Journal
+
+Emit = Callable[[ActionProgress], None]
+
+# Lines in the serve log that mean the engine died (the launch stops; the
+# monitor names the wall): never wait out the full startup timeout for a corpse.
+FATAL_MARKERS = (
+    "Engine core initialization failed",
+    "EngineDeadError",
+    "Traceback (most recent call last)",
+)
+# Progress worth showing while waiting for the startup line.
+_PROGRESS = re.compile(
+    r"(Loading safetensors checkpoint shards:\s*\d+%[^|]*\|[^|]*\|\s*\d+/\d+"
+    r"|Capturing CUDA graphs?[^\r\n]*?\d+/\d+"
+    r"|Capture cuda graph[^\r\n]*"
+    r"|Load weight end[^\r\n]*"
+    r"|Model loading took[^\r\n]*"
+    r"|Starting vLLM API server[^\r\n]*"
+    r"|Uvicorn running on[^\r\n]*)"
+)
+_GONE = ("No such container", "is not running")
+
+
+def _noop(_: ActionProgress) -> None:
+    pass
+
+
+@dataclass
+class StepResult:
+    """How one step ended."""
+
+    step: LaunchStep
+    ok: bool
+    detail: str = ""
+    exit_code: int | None = None
+    output_tail: str = ""
+    tok_s: float | None = None
+
+
+@dataclass
+class LaunchResult:
+    """How a plan (or part of it) ended: ok, or the step that failed."""
+
+    ok: bool
+    steps: list[StepResult] = field(default_factory=list)
+    failed: StepResult | None = None
+    tok_s: float | None = None
+
+    def describe(self) -> str:
+        if self.ok:
+            return "launch complete" + (f": {self.tok_s:.1f} tok/s" if self.tok_s else "")
+        f = self.failed
+        assert f is not None
+        return f"{f.step.title} failed on {f.step.node}: {f.detail}"
+
+
+def parse_smoke(output: str) -> tuple[int | None, float | None, str]:
+    """(completion tokens, seconds, reason) from curl's body + `time_total` line."""
+    lines = output.rstrip("\n").splitlines()
+    if not lines:
+        return None, None, "no answer"
+    try:
+        seconds = float(lines[-1].strip())
+    except ValueError:
+        return None, None, "no timing line from curl"
+    body = "\n".join(lines[:-1])
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None, seconds, f"not JSON: {body[:200]}"
+    if not isinstance(data, dict) or not data.get("choices"):
+        return None, seconds, f"no completion: {body[:200]}"
+    usage = data.get("usage") or {}
+    tokens = usage.get("completion_tokens")
+    return (int(tokens) if isinstance(tokens, (int, float)) else None), seconds, ""
+
+
+class LaunchRunner:
+    """Runs launch steps on their nodes; the same engine for the TUI and headless callers."""
+
+    def __init__(
+        self,
+        transports: Mapping[str, Transport],
+        clock: Clock | None = None,
+        emit: Emit | None = None,
+        journal: Journal | None = None,
+        run_id: str = "",
+        context: str = "launch",
+    ) -> None:
+        self.transports = transports
+        self.clock = clock or RealClock()
+        self.emit = emit or _noop
+        self.journal = journal
+        self.run_id = run_id
+        self.context = context
+
+    def _transport(self, node: str) -> Transport:
+        try:
+            return self.transports[node]
+        except KeyError:
+            raise SparkTuiError(f"no connection to node {node!r}") from None
+
+    def _run(self, step: LaunchStep, command: str, timeout: float, log: bool) -> CommandResult:
+        result = self._transport(step.node).run(command, timeout=timeout)
+        if log and self.journal is not None:
+            self.journal.append(
+                event="command",
+                run=self.run_id,
+                fix=self.context,
+                node=step.node,
+                action=step.id,
+                command=command,
+                exit_code=result.exit_code if not result.timed_out else None,
+                timed_out=result.timed_out,
+                output_tail=result.tail(),
+            )
+        return result
+
+    def run_step(self, step: LaunchStep) -> StepResult:
+        """Run one step to its end (waits poll through the clock until their timeout)."""
+        self.emit(ActionProgress(step.id, step.node, step.command, "running", step.title))
+        try:
+            if step.kind == "run":
+                res = self._run(step, step.command, step.timeout_s, log=True)
+                out = StepResult(step, res.ok, "", res.exit_code, res.tail())
+                if not res.ok:
+                    out.detail = _failure(res)
+                    out.ok = step.may_fail
+            elif step.kind == "wait-ray":
+                out = self._wait(step, self._ray_check)
+            elif step.kind == "wait-line":
+                out = self._wait(step, self._line_check)
+            elif step.kind == "smoke":
+                out = self._smoke(step)
+            else:
+                out = StepResult(step, False, f"unknown step kind {step.kind!r}")
+        except NodeUnreachable as exc:
+            out = StepResult(step, False, f"unreachable: {exc.reason}")
+            if self.journal is not None:
+                self.journal.append(
+                    event="command",
+                    run=self.run_id,
+                    fix=self.context,
+                    node=step.node,
+                    action=step.id,
+                    command=step.command,
+                    exit_code=None,
+                    output_tail=f"unreachable: {exc.reason}",
+                )
+        status = "ok" if out.ok else "failed"
+        self.emit(ActionProgress(step.id, step.node, step.command, status, out.detail))
+        return out
+
+    def _ray_check(self, step: LaunchStep, res: CommandResult) -> tuple[bool | None, str]:
+        gpus = ray_gpus(res.stdout) if res.ok else None
+        if gpus is None:
+            return False, "Ray not answering yet"
+        if gpus >= step.gpus:
+            return True, f"Ray shows {gpus:g} GPUs"
+        return False, f"Ray shows {gpus:g}/{step.gpus} GPUs"
+
+    def _line_check(self, step: LaunchStep, res: CommandResult) -> tuple[bool | None, str]:
+        text = res.stdout + res.stderr
+        if step.expect in text:
+            return True, step.expect
+        if not res.ok and any(g in text for g in _GONE):
+            return None, f"the container stopped: {res.tail(3)}"
+        for marker in FATAL_MARKERS:
+            if marker in res.stdout:
+                line = next((ln for ln in reversed(res.stdout.splitlines()) if ln.strip()), marker)
+                return None, f"the serve log shows a fatal error: {line.strip()[:300]}"
+        progress = _PROGRESS.findall(res.stdout)
+        return False, progress[-1].strip() if progress else "waiting for the startup line"
+
+    def _wait(self, step: LaunchStep, check) -> StepResult:
+        deadline = self.clock.now() + step.timeout_s
+        last_detail = ""
+        polls = 0
+        while True:
+            res = self._run(step, step.command, min(60.0, step.timeout_s), log=False)
+            polls += 1
+            done, detail = check(step, res)
+            if done:
+                self._journal_wait(step, True, detail, polls)
+                return StepResult(step, True, detail, res.exit_code, res.tail())
+            if done is None:
+                self._journal_wait(step, False, detail, polls)
+                return StepResult(step, False, detail, res.exit_code, res.tail())
+            left = deadline - self.clock.now()
+            if left <= 0:
+                why = f"timed out after {step.timeout_s:g} s ({detail})"
+                self._journal_wait(step, False, why, polls)
+                return StepResult(step, False, why, res.exit_code, res.tail())
+            if detail != last_detail:
+                self.emit(ActionProgress(step.id, step.node, None, "running", detail))
+                last_detail = detail
+            self.clock.sleep(min(step.interval_s, max(left, 0.0)))
+
+    def _journal_wait(self, step: LaunchStep, ok: bool, detail: str, polls: int) -> None:
+        if self.journal is not None:
+            self.journal.append(
+                event="command",
+                run=self.run_id,
+                fix=self.context,
+                node=step.node,
+                action=step.id,
+                command=step.command,
+                exit_code=0 if ok else 1,
+                output_tail=f"{detail} ({polls} polls)",
+            )
+
+    def _smoke(self, step: LaunchStep) -> StepResult:
+        res = self._run(step, step.command, step.timeout_s, log=True)
+        if not res.ok:
+            return StepResult(step, False, _failure(res), res.exit_code, res.tail())
+        tokens, seconds, why = parse_smoke(res.stdout)
+        if why:
+            return StepResult(step, False, why, res.exit_code, res.tail())
+        tok_s = tokens / seconds if tokens and seconds else None
+        detail = (
+            f"{tokens} tokens in {seconds:.2f} s: {tok_s:.1f} tok/s"
+            if tok_s is not None
+            else "answered (no token count)"
+        )
+        return StepResult(step, True, detail, res.exit_code, res.tail(), tok_s=tok_s)
+
+    def run_steps(self, steps: list[LaunchStep] | tuple[LaunchStep, ...]) -> LaunchResult:
+        """Steps in order; stops at the first failure."""
+        result = LaunchResult(ok=True)
+        for step in steps:
+            r = self.run_step(step)
+            result.steps.append(r)
+            if r.tok_s is not None:
+                result.tok_s = r.tok_s
+            if not r.ok:
+                result.ok = False
+                result.failed = r
+                break
+        return result
+
+
+def _failure(res: CommandResult) -> str:
+    if res.timed_out:
+        return "timed out"
+    tail = res.tail(5)
+    if shell.needs_sudo_password(tail):
+        return f"sudo needs a password (exit {res.exit_code}). {shell.SUDOERS_HINT}"
+    return f"exit {res.exit_code}: {tail}" if tail else f"exit {res.exit_code}"
+
+
+def relaunch(
+    recipe_id: str,
+    cluster: ClusterConfig,
+    transports: Mapping[str, Transport],
+    profile: str | None = None,
+    sets: tuple[str, ...] = (),
+    clock: Clock | None = None,
+    emit: Emit | None = None,
+    journal: Journal | None = None,
+    run_id: str = "relaunch",
+    recipe: Recipe | None = None,
+) -> LaunchResult:
+    """Stop the stack on every node, apply pending recipe patches (the newest
+    revision), run the launch plan, smoke request and tok/s."""
+    from spark_tui.recipes.loader import load_recipes
+    from spark_tui.recipes.revisions import RevisionStore
+
+    store = RevisionStore()
+    recipe = recipe or load_recipes().get(recipe_id)
+    if store.pending(recipe.id):
+        (emit or _noop)(
+            ActionProgress(
+                "apply-patches",
+                None,
+                None,
+                "info",
+                f"using recipe revision {recipe.revision} (patched since the last launch)",
+            )
+        )
+    plan = render_plan(recipe, cluster, profile=profile, sets=sets)
+    runner = LaunchRunner(transports, clock, emit, journal, run_id, context="relaunch")
+    result = runner.run_steps(plan.steps)
+    store.mark_launched(recipe)
+    return result
+
+
+class AutoRelaunchGuard:
+    """At most one automatic relaunch per diagnosis (state kept across restarts)."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path or paths.state_dir() / "auto-relaunch.json"
+
+    def _load(self) -> dict[str, float]:
+        try:
+            data = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def allowed(self, diagnosis_key: str) -> bool:
+        """Whether an automatic relaunch may still happen for this diagnosis."""
+        return diagnosis_key not in self._load()
+
+    def record(self, diagnosis_key: str, when: float) -> None:
+        data = self._load()
+        data[diagnosis_key] = when
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text(json.dumps(data))
+        tmp.replace(self.path)
+
+    def claim(self, diagnosis_key: str, when: float) -> bool:
+        """Allowed and recorded in one go; False means: ask the user instead."""
+        if not self.allowed(diagnosis_key):
+            return False
+        self.record(diagnosis_key, when)
+        return True
