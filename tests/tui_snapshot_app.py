@@ -13,6 +13,9 @@ import time
 os.environ["TZ"] = "UTC"  # clock times on screen must not depend on the machine
 time.tzset()
 
+# freeze the cursor blink (a blinking cursor is a different picture every half second)
+from textual.widgets import Input  # noqa: E402
+
 from spark_tui.events import DiagnosisRaised, LogLines, NodeSampled, ReachabilityChanged  # noqa: E402
 from spark_tui.facts import GIB  # noqa: E402
 from spark_tui.kb.diagnosis import DiagnosisBook  # noqa: E402
@@ -30,6 +33,8 @@ from spark_tui.nodes.state import (  # noqa: E402
 from spark_tui.nodes.transport import Reachability  # noqa: E402
 from spark_tui.tui.app import SparkTuiApp  # noqa: E402
 from spark_tui.tui.session import ClusterSession  # noqa: E402
+
+Input.cursor_blink._default = False  # type: ignore[attr-defined]
 
 T0 = 1_780_000_000.0  # the frozen clock's "now"
 
@@ -167,6 +172,34 @@ class SnapshotApp(SparkTuiApp):
         super().on_mount()
         for event in replay_events():
             self.pump.emit(event)
+
+
+async def select_first_diagnosis(pilot) -> None:
+    """run_before for snapshots: the newest wall selected, its details shown."""
+    from spark_tui.tui.widgets.diagnoses_table import DiagnosesTable
+
+    await pilot.pause()
+    table = pilot.app.screen.query_one(DiagnosesTable)
+    table.focus()
+    table.move_cursor(row=0)
+    await pilot.pause()
+
+
+def bringup_step(step: str):
+    """run_before for snapshots: the bring-up screen open on one step."""
+
+    async def run_before(pilot) -> None:
+        from textual.widgets import ListView
+
+        from spark_tui.tui.session import BRINGUP_STEPS
+
+        await pilot.pause()
+        await pilot.press("b")
+        await pilot.pause()
+        pilot.app.screen.query_one(ListView).index = [s for s, _t in BRINGUP_STEPS].index(step)
+        await pilot.pause()
+
+    return run_before
 
 
 app = SnapshotApp()

@@ -106,7 +106,7 @@ class LogView(ScrollView, can_focus=True):
     def _update_size(self) -> None:
         self.virtual_size = Size(self._width, self._row_count())
         if self.follow:
-            self.scroll_to(y=max(0, self._row_count() - self.size.height), animate=False)
+            self.scroll_end(animate=False)
         self.refresh()
 
     # --- reactives ----------------------------------------------------------
