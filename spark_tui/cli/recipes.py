@@ -1,16 +1,127 @@
-"""`spark-tui recipes` (not built yet: see the open issues)."""
+"""`spark-tui recipes list | show ID | render ID [--profile NAME] [--set KEY=VALUE]...`"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("recipes", help="(not built yet)")
-    p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    p = sub.add_parser("recipes", help="launch recipes: list, show, render the exact commands")
+    rs = p.add_subparsers(dest="recipes_command", metavar="SUBCOMMAND", required=True)
+    ls = rs.add_parser("list", help="every recipe: id, status, engine, nodes, tok/s")
+    ls.add_argument("--json", action="store_true")
+    show = rs.add_parser("show", help="one recipe in full: model, flags, env, profiles, notes")
+    show.add_argument("id")
+    show.add_argument("--json", action="store_true")
+    render = rs.add_parser(
+        "render",
+        help="print the shell commands per node, ready to paste",
+        description=(
+            "Render a recipe for ./cluster.yaml, ~/.config/spark-tui/cluster.yaml or --config "
+            "FILE; with none, for a simulated cluster spark1..N (fabric 10.10.10.1..N)."
+        ),
+    )
+    render.add_argument("id")
+    render.add_argument("--profile", metavar="NAME")
+    render.add_argument(
+        "--set",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        dest="sets",
+        help="override for this rendering, e.g. serve.--max-model-len=4096, env.VAR=1, image=NAME",
+    )
+    render.add_argument("--config", metavar="FILE", dest="render_config", help="cluster.yaml")
+    render.add_argument("--json", action="store_true", help="the plan as JSON (steps, waits, logs)")
 
 
 def run(args: argparse.Namespace) -> int:
-    from spark_tui.errors import SparkTuiError
+    from spark_tui.recipes.loader import load_recipes
 
-    raise SparkTuiError("'spark-tui recipes' is not built yet")
+    book = load_recipes()
+    if args.recipes_command == "list":
+        return _list(book, args.json)
+    recipe = book.get(args.id)
+    if args.recipes_command == "show":
+        return _show(recipe, args.json)
+    from spark_tui.recipes.clusters import find_cluster
+    from spark_tui.recipes.render import render_plan
+
+    cluster = find_cluster(
+        getattr(args, "render_config", None) or getattr(args, "config", None),
+        simulated_nodes=recipe.nodes,
+    )
+    plan = render_plan(recipe, cluster, profile=args.profile, sets=args.sets)
+    if args.json:
+        json.dump(plan.to_json(), sys.stdout, indent=2)
+        print()
+    else:
+        sys.stdout.write(plan.to_text())
+    return 0
+
+
+def _list(book, as_json: bool) -> int:
+    rows = [
+        {
+            "id": r.id,
+            "status": r.status,
+            "engine": r.engine,
+            "executor": r.executor,
+            "nodes": r.nodes,
+            "tok_s": r.measured.tok_s,
+            "title": r.title,
+            "instead": r.instead,
+            "revision": r.revision,
+        }
+        for r in book
+    ]
+    if as_json:
+        json.dump(rows, sys.stdout)
+        print()
+        return 0
+    from rich.table import Table
+
+    from spark_tui.cli.present import console
+
+    table = Table(box=None, pad_edge=False)
+    table.add_column("id", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    table.add_column("engine", no_wrap=True)
+    table.add_column("nodes", no_wrap=True)
+    table.add_column("tok/s", no_wrap=True)
+    table.add_column("title", no_wrap=True, overflow="ellipsis")
+    for r in rows:
+        status = "[green]works" if r["status"] == "works" else "[red]known-broken"
+        rev = f" (rev {r['revision']})" if r["revision"] else ""
+        table.add_row(
+            r["id"] + rev,
+            status,
+            f"{r['engine']}/{r['executor']}",
+            str(r["nodes"]),
+            f"{r['tok_s']:g}" if r["tok_s"] else "—",
+            r["title"],
+        )
+    console().print(table)
+    return 0
+
+
+def _show(recipe, as_json: bool) -> int:
+    from spark_tui.recipes.revisions import recipe_to_data, recipe_to_yaml
+
+    if as_json:
+        json.dump(recipe_to_data(recipe), sys.stdout, indent=2)
+        print()
+        return 0
+    r = recipe
+    out = [f"# {r.id}: {r.title}", f"# status: {r.status}"]
+    if r.blocked_by:
+        out.append(f"# stopped by: {', '.join(r.blocked_by)}")
+        out.append(
+            f"# instead: {r.instead or '—'}" + (f" ({r.instead_note})" if r.instead_note else "")
+        )
+    if r.revision:
+        out.append(f"# revision {r.revision} (patched; see 'spark-tui report')")
+    sys.stdout.write("\n".join(out) + "\n" + recipe_to_yaml(r))
+    return 0

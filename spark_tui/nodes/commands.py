@@ -41,6 +41,14 @@ SLOW: dict[str, str] = {
     "speeds": "grep -H . /sys/class/net/*/speed 2>/dev/null",  # link speed, Mb/s
 }
 
+# read once for the incident report (`spark-tui report`): software versions
+VERSIONS: dict[str, str] = {
+    "os": '. /etc/os-release && echo "$PRETTY_NAME"',
+    "kernel": "uname -r",
+    "driver": "nvidia-smi --query-gpu=driver_version --format=csv,noheader",
+    "docker": "docker --version",
+}
+
 # continuous streams, each a long-lived channel
 DMON = "nvidia-smi dmon -s pu"  # power + SM %, memory-bandwidth %, once a second
 SERVE_LOG_TAIL = "docker logs -f --tail 200 {container}"  # {container}: quoted by the caller
