@@ -86,12 +86,12 @@ def _list(book, as_json: bool) -> int:
     from spark_tui.cli.present import console
 
     table = Table(box=None, pad_edge=False)
-    table.add_column("id", no_wrap=True)
-    table.add_column("status", no_wrap=True)
-    table.add_column("engine", no_wrap=True)
+    table.add_column("id", no_wrap=True, min_width=max(len(r["id"]) for r in rows))
+    table.add_column("status", no_wrap=True, min_width=12)
+    table.add_column("engine", no_wrap=True, min_width=9)
     table.add_column("nodes", no_wrap=True)
     table.add_column("tok/s", no_wrap=True)
-    table.add_column("title", no_wrap=True, overflow="ellipsis")
+    table.add_column("title", no_wrap=True, overflow="ellipsis", ratio=1)
     for r in rows:
         status = "[green]works" if r["status"] == "works" else "[red]known-broken"
         rev = f" (rev {r['revision']})" if r["revision"] else ""
