@@ -81,29 +81,19 @@ def _list(book, as_json: bool) -> int:
         json.dump(rows, sys.stdout)
         print()
         return 0
-    from rich.table import Table
+    import shutil
 
-    from spark_tui.cli.present import console
-
-    table = Table(box=None, pad_edge=False)
-    table.add_column("id", no_wrap=True, min_width=max(len(r["id"]) for r in rows))
-    table.add_column("status", no_wrap=True, min_width=12)
-    table.add_column("engine", no_wrap=True, min_width=9)
-    table.add_column("nodes", no_wrap=True)
-    table.add_column("tok/s", no_wrap=True)
-    table.add_column("title", no_wrap=True, overflow="ellipsis", ratio=1)
+    width = shutil.get_terminal_size((100, 24)).columns
+    idw = max(len(r["id"]) + (7 if r["revision"] else 0) for r in rows)
+    print(f"{'id':<{idw}}  {'status':<12}  {'engine':<9}  nodes  tok/s  title"[:width])
     for r in rows:
-        status = "[green]works" if r["status"] == "works" else "[red]known-broken"
-        rev = f" (rev {r['revision']})" if r["revision"] else ""
-        table.add_row(
-            r["id"] + rev,
-            status,
-            f"{r['engine']}/{r['executor']}",
-            str(r["nodes"]),
-            f"{r['tok_s']:g}" if r["tok_s"] else "—",
-            r["title"],
+        rid = r["id"] + (f" (rev {r['revision']})" if r["revision"] else "")
+        tok = f"{r['tok_s']:g}" if r["tok_s"] else "—"
+        line = (
+            f"{rid:<{idw}}  {r['status']:<12}  {r['engine'] + '/' + r['executor']:<9}  "
+            f"{r['nodes']:>5}  {tok:>5}  {r['title']}"
         )
-    console().print(table)
+        print(line if len(line) <= width else line[: width - 1] + "…")
     return 0
 
 
