@@ -14,7 +14,9 @@ import pytest
 from spark_tui.kb.conditions import HoldTracker
 from spark_tui.kb.loader import load_knowledge
 from spark_tui.kb.matcher import Matcher
-from spark_tui.kb.schema import ReadingRule, Wall
+from spark_tui.kb.schema import Fix, ReadingRule, Wall
+from spark_tui.recipes.model import ModelSpec, Recipe, ServeSpec
+from spark_tui.recipes.revisions import apply_patch
 
 from .conftest import TESTS
 
@@ -475,6 +477,89 @@ def test_verify_tells_fixed_from_not_fixed(
     assert fix is not None and fix.verify
     assert all(c.holds(after) for c in fix.verify)
     assert not all(c.holds(before) for c in fix.verify)
+
+
+# ----------------------------------------------------------------- fixes applied to a real recipe
+
+MY_WALLS = LOG_WALLS + RULE_WALLS
+
+
+def bringup_recipe() -> Recipe:
+    """A first-try recipe with every mistake these walls know (recipes.model, not a mock)."""
+    return Recipe(
+        id="bringup",
+        title="first try",
+        engine="vllm",
+        executor="ray",
+        model=ModelSpec(id="m", path="/models/m"),
+        nodes=2,
+        serve=ServeSpec(
+            args={
+                "--tensor-parallel-size": 3,
+                "--distributed-executor-backend": "ray",
+                "--gpu-memory-utilization": 0.85,
+                "--master-addr": "10.0.0.1",
+                "--master-port": 5000,
+                "--num-nodes": 2,
+            },
+            env={"RAY_ADDRESS": "ray://10.0.0.1:10001", "NCCL_IB_GID_INDEX": "3"},
+        ),
+        docker_args={"--rm": True, "--network": "host"},
+    )
+
+
+def apply_fix(recipe: Recipe, fix: Fix) -> Recipe:
+    for action in fix.actions:
+        if action.type == "patch-recipe":
+            recipe = apply_patch(recipe, **action.params)
+    return recipe
+
+
+def recipe_fixes() -> list[tuple[str, str]]:
+    """Every fix of these walls that patches the recipe and can be verified on its facts."""
+    out = []
+    for wall_id in MY_WALLS:
+        for fix in wall(wall_id).fixes:
+            patches = any(a.type == "patch-recipe" for a in fix.actions)
+            if patches and fix.verify and all(c.path.startswith("recipe.") for c in fix.verify):
+                out.append((wall_id, fix.id))
+    return out
+
+
+def test_most_fixes_are_recipe_patches_with_a_verify_step() -> None:
+    assert len(recipe_fixes()) >= 20
+
+
+@pytest.mark.parametrize(("wall_id", "fix_id"), recipe_fixes())
+def test_fix_applied_to_a_recipe_passes_its_verify(wall_id: str, fix_id: str) -> None:
+    fix = wall(wall_id).fix(fix_id)
+    assert fix is not None
+    before = bringup_recipe()
+    after = apply_fix(before, fix)
+    assert after != before, f"{fix_id} changed nothing"
+    facts = after.facts()
+    failed = [str(c) for c in fix.verify if not c.holds(facts)]
+    assert failed == [], f"{wall_id}/{fix_id}: verify fails after the patch: {failed}"
+
+
+@pytest.mark.parametrize(
+    "wall_id", ["ray-object-store-oversized", "docker-rm-loses-logs", "ray-prestart-race"]
+)
+def test_check_wall_fires_on_the_recipe_and_its_fix_clears_it(wall_id: str) -> None:
+    w = wall(wall_id)
+    recipe = bringup_recipe()
+    assert wall_fires(w, recipe.facts())
+    assert not wall_fires(w, apply_fix(recipe, w.fixes[0]).facts())
+
+
+def test_eager_fix_turns_cuda_graphs_off_in_the_recipe() -> None:
+    recipe = bringup_recipe()
+    assert recipe.cuda_graphs is True
+    fixed = apply_fix(recipe, wall("ray-channel-timeout").fixes[0])
+    assert fixed.cuda_graphs is False
+    # and the nccl-timeout cause that pointed at CUDA graphs no longer holds
+    facts = fixed.facts() | {"recipe.env.NCCL_SOCKET_IFNAME": "{node.fabric_if}"}
+    assert cause_id("nccl-timeout", facts) is None
 
 
 # ----------------------------------------------------------------- signatures: lines and look-alikes
