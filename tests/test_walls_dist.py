@@ -153,12 +153,24 @@ def cause_id(wall_id: str, facts: dict[str, object]) -> str | None:
         ("gloo-interface", {}, "loopback-fallback", "set-gloo-socket-ifname"),
         (
             "gloo-interface",
+            {"net.default_route_if": "wlP9s9", "net.fabric_if": "enp1s0f0np0"},
+            "default-route-nic",
+            "set-gloo-socket-ifname",
+        ),
+        (
+            "gloo-interface",
             {"recipe.env.GLOO_SOCKET_IFNAME": "bond0", "net.fabric_if": "enP7s7"},
             "wrong-interface-name",
             "set-gloo-socket-ifname",
         ),
         # NCCL interface: same split.
         ("nccl-interface", {}, "socket-ifname-unset", "pin-nccl-socket-ifname"),
+        (
+            "nccl-interface",
+            {"net.default_route_if": "enP7s7", "net.fabric_if": "enp1s0f0np0"},
+            "default-route-nic",
+            "pin-nccl-socket-ifname",
+        ),
         (
             "nccl-interface",
             {"recipe.env.NCCL_SOCKET_IFNAME": "enP7s7", "net.fabric_if": "enp1s0f0np0"},
