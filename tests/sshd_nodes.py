@@ -28,6 +28,12 @@ API
   here to change what a tool prints), .commands() (calls recorded by the shims),
   .start(), .stop() (kills sshd and every session: the node drops), .restart(),
   .set_file(name, text), .remove_tool(name), .sshd_log().
+  Data files the shims read: query-gpu.csv, query-apps.csv, nvidia-smi.txt, dmon.txt,
+  docker-ps.jsonl, ray-status.txt, image-id.txt, serve.log (docker logs), ip-o-link.txt,
+  ip-br-addr.txt, ibdev2netdev.txt, dmesg.txt, meminfo.txt (else the real /proc/meminfo),
+  ping-reachable, sudo-needs-password (present = sudo -n refuses).
+- shim_node(dir, name) → an SshdNode set up but not started: its bin_dir on a
+  LocalTransport's PATH gives the same shims without SSH.
 """
 
 from __future__ import annotations
@@ -95,6 +101,11 @@ esac
 if [ -f "$D/sudo-needs-password" ]; then echo "sudo: a password is required" >&2; exit 1; fi
 [ "$1" = "-n" ] && shift
 exec "$@"
+""",
+    # /proc/meminfo as the node's data says (the real file otherwise)
+    "cat": r"""
+if [ "$*" = "/proc/meminfo" ] && [ -f "$D/meminfo.txt" ]; then exec /bin/cat "$D/meminfo.txt"; fi
+exec /bin/cat "$@"
 """,
     # never sends a packet: the answer comes from $D/ping-reachable (one address a line)
     "ping": r"""
@@ -241,6 +252,18 @@ SetEnv PATH={path}
 
     def node_config(self, role: str = "worker") -> NodeConfig:
         return NodeConfig(name=self.name, host=self.name, role=role)  # type: ignore[arg-type]
+
+
+def shim_node(base: Path, name: str = "box") -> SshdNode:
+    """A node's shim tools and data without starting sshd (for LocalTransport(env=…))."""
+    node = SshdNode(name, "127.0.0.1", 0, base / name, base / "home")
+    node.dir.mkdir(parents=True, exist_ok=True)
+    node.setup("")
+    return node
+
+
+def shim_env(node: SshdNode) -> dict[str, str]:
+    return {"PATH": f"{node.bin_dir}:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"}
 
 
 def _descendants(pid: int) -> list[int]:

@@ -1,0 +1,197 @@
+"""ClusterMonitor: rounds, log matching with causes from readings, rules, drops and returns."""
+# ruff: noqa: F811  (pytest fixtures imported from tests.sshd_nodes)
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from spark_tui.clock import ScaledClock
+from spark_tui.events import DiagnosisRaised, LogLines, NodeSampled, ReachabilityChanged
+from spark_tui.kb.loader import load_knowledge
+from spark_tui.monitor import ClusterMonitor
+from spark_tui.nodes.cluster import ClusterConfig, NodeConfig
+from spark_tui.nodes.local import LocalTransport
+from tests.sshd_nodes import SshdCluster, shim_env, shim_node, sshd_cluster  # noqa: F401
+
+FIX = Path(__file__).parent / "fixtures"
+FREE_MEMORY_LINE = (
+    "(EngineCore_DP0 pid=6940) ValueError: Free memory on device cuda:0 (11.19/119.67 GiB) on "
+    "startup is less than desired GPU memory utilization (0.9, 107.70 GiB). Decrease GPU memory "
+    "utilization or reduce GPU memory used by other processes."
+)
+# a GB10 whose memory is held by nobody: 55 GiB used, no cache, no GPU process
+LEAKED_MEMINFO = """MemTotal:       127607176 kB
+MemFree:        68000000 kB
+MemAvailable:   70000000 kB
+Buffers:           10000 kB
+Cached:          1500000 kB
+SwapTotal:             0 kB
+SwapFree:              0 kB
+Shmem:             10000 kB
+"""
+
+
+class Events(list):
+    """Collects events from any thread."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lock = threading.Lock()
+
+    def __call__(self, event) -> None:
+        with self._lock:
+            self.append(event)
+
+    def of(self, kind) -> list:
+        with self._lock:
+            return [e for e in self if isinstance(e, kind)]
+
+
+def wait_for(predicate, what: str, limit_s: float = 30.0) -> None:
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"gave up waiting for: {what}")
+
+
+def local_monitor(tmp_path: Path, meminfo: str, clock=None, **kw):
+    node = shim_node(tmp_path)
+    node.set_file("meminfo.txt", meminfo)
+    cluster = ClusterConfig((NodeConfig("box", "local", "head"),))
+    events = Events()
+    mon = ClusterMonitor(
+        cluster,
+        {"box": LocalTransport("box", env=shim_env(node))},
+        load_knowledge(),
+        clock or ScaledClock(speed=0.0),
+        events,
+        **kw,
+    )
+    return mon, events, node
+
+
+@pytest.mark.parametrize(
+    ("meminfo", "cause", "first_fix"),
+    [
+        ((FIX / "gb10" / "meminfo.txt").read_text(), "page-cache", "drop-page-caches"),
+        (LEAKED_MEMINFO, "leaked-memory", "reboot-leaking-node"),
+    ],
+)
+def test_readings_pick_the_cause_of_a_log_wall(tmp_path, meminfo, cause, first_fix) -> None:
+    mon, events, _ = local_monitor(tmp_path, meminfo)
+    state = mon.sample_once("box")
+    assert state.reachable and state.memory is not None
+    mon.feed_line("box", "serve", "INFO starting")
+    mon.feed_line("box", "serve", FREE_MEMORY_LINE)
+    batches = events.of(LogLines)
+    assert batches[-1].marks == ((0, "vllm-free-memory-low", "error"),)
+    assert batches[-1].first_line_no == 2
+    raised = [
+        e for e in events.of(DiagnosisRaised) if e.diagnosis.wall.id == "vllm-free-memory-low"
+    ]
+    assert len(raised) == 1 and raised[0].new
+    d = raised[0].diagnosis
+    assert (d.node, d.source, d.line, d.cause) == ("box", "box:serve", 2, cause)
+    assert d.fixes()[0] == first_fix
+    assert mon.diagnoses().get("vllm-free-memory-low", "box:serve") is d
+
+
+def test_capture_hang_from_rounds_and_a_silent_log(tmp_path) -> None:
+    clock = ScaledClock(speed=0.0)
+    mon, events, _node = local_monitor(
+        tmp_path,
+        (FIX / "gb10" / "meminfo.txt").read_text(),
+        clock,
+        recipe_facts=lambda: {"recipe.engine": "sglang"},
+    )
+    mon.feed_line("box", "serve", "Capturing batches (bs=160 avail_mem=20.1 GB):   0%|    | 0/36")
+
+    def hang():
+        return [
+            e
+            for e in events.of(DiagnosisRaised)
+            if e.diagnosis.wall.id == "cuda-graph-capture-hang"
+        ]
+
+    mon.sample_once("box")  # GB10 query: SM 96 %, memory 0 %
+    assert mon.states()["box"].facts()["serving.phase"] == "capturing"
+    assert hang() == []  # one busy sample
+    clock.advance(150)
+    mon.sample_once("box")
+    assert hang() == []  # silent for 150 s: the condition starts to hold
+    clock.advance(130)
+    mon.sample_once("box")
+    (e,) = hang()
+    assert e.diagnosis.source == "box:readings" and e.diagnosis.cause == "sglang-capture"
+    assert e.diagnosis.fixes()[0] == "sglang-disable-cuda-graph"
+
+
+def test_missing_tools_still_sample(tmp_path) -> None:
+    mon, events, node = local_monitor(tmp_path, LEAKED_MEMINFO)
+    node.remove_tool("nvidia-smi")
+    node.remove_tool("docker")
+    # the real docker here has no daemon: its own error, not a crash
+    s = mon.sample_once("box")
+    assert s.unavailable["gpu"] == "nvidia-smi: not available"
+    assert s.memory is not None and events.of(NodeSampled)
+
+
+def test_monitor_over_real_sshd_survives_a_drop(sshd_cluster: SshdCluster) -> None:
+    spark1, spark2 = sshd_cluster.node("spark1"), sshd_cluster.node("spark2")
+    container = {
+        "ID": "ab12",
+        "Image": "vllm/vllm-openai:v0.13.0",
+        "Names": "vllm_node",
+        "State": "running",
+        "Status": "Up 1 minute",
+    }
+    spark1.set_file("docker-ps.jsonl", json.dumps(container) + "\n")
+    spark1.set_file("serve.log", f"INFO loading\n{FREE_MEMORY_LINE}\n")
+    cluster = sshd_cluster.cluster_config()
+    transports = {n.name: sshd_cluster.transport(n.name) for n in cluster.nodes}
+    events = Events()
+    mon = ClusterMonitor(cluster, transports, load_knowledge(), ScaledClock(), events, period_s=0.2)
+    mon.start()
+    try:
+
+        def sampled(name):
+            return [e for e in events.of(NodeSampled) if e.node == name and e.state.reachable]
+
+        wait_for(lambda: sampled("spark1") and sampled("spark2"), "both nodes sampled")
+        # the serving container's log is tailed by itself and matched
+        wait_for(
+            lambda: any(
+                e.diagnosis.wall.id == "vllm-free-memory-low" for e in events.of(DiagnosisRaised)
+            ),
+            "the log wall",
+        )
+        d = mon.diagnoses().get("vllm-free-memory-low", "spark1:container:vllm_node")
+        assert d is not None and d.node == "spark1"
+        assert any(c.startswith("docker logs -f --tail 200 vllm_node") for c in spark1.commands())
+        # one remote process per round: every sampling round is one `sh -c` script
+        assert "nvidia-smi dmon -s pu" in spark2.commands()
+        spark2.stop()
+        wait_for(
+            lambda: any(
+                e.node == "spark2" and not e.reachability.reachable
+                for e in events.of(ReachabilityChanged)
+            ),
+            "spark2 seen down",
+        )
+        assert mon.reachability()["spark2"].retrying
+        before = len(sampled("spark1"))
+        wait_for(lambda: len(sampled("spark1")) > before + 2, "spark1 keeps being sampled")
+        spark2.start()
+        wait_for(lambda: mon.reachability()["spark2"].reachable, "spark2 back by itself")
+        n = len(sampled("spark2"))
+        wait_for(lambda: len(sampled("spark2")) > n, "spark2 sampled again")
+    finally:
+        mon.stop()
+    assert not any(t.is_alive() for t in mon._threads)
