@@ -334,10 +334,14 @@ def filler(ref: Reference, samples: Path) -> tuple[list[bytes], list[str], int]:
 
 
 def _rel(p: Path) -> str:
-    try:
-        return str(p.resolve().relative_to(REPO.parent))
-    except ValueError:
-        return str(p)
+    """A path as the README shows it: repository-relative, ../shared/… for shared material."""
+    p = p.resolve()
+    for base, prefix in ((REPO, ""), (REPO.parent, "../")):
+        try:
+            return prefix + str(p.relative_to(base))
+        except ValueError:
+            continue
+    return str(p)
 
 
 def blocks(ref: Reference, samples: Path) -> list[Block]:
