@@ -11,7 +11,9 @@ import pytest
 
 from spark_tui.kb.loader import load_knowledge
 from spark_tui.kb.matcher import Matcher
-from spark_tui.kb.schema import ReadingRule, Wall
+from spark_tui.kb.schema import Fix, ReadingRule, Wall
+from spark_tui.recipes.model import ModelSpec, Recipe, ServeSpec
+from spark_tui.recipes.revisions import apply_patch
 from spark_tui.remedy.render import preview_lines
 
 KB = load_knowledge(use_user=False)
@@ -404,3 +406,92 @@ def test_cuda_oom_variants_and_near_misses() -> None:
     assert "cuda-oom" not in walls_in(
         "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."
     )
+
+
+# ------------------------------------------------------------------ fixes applied to a real recipe
+
+MEM_WALLS = (
+    "vllm-free-memory-low",
+    "sglang-memory-unbalanced",
+    "nvrm-oom",
+    "cuda-oom",
+    "ray-memory-monitor-kill",
+    "unified-memory-leak",
+    "node-memory-asymmetry",
+    "page-cache-hog",
+    "drm-override-halves-memory",
+    "flashmla-unsupported-arch",
+    "deepgemm-unsupported-arch",
+    "no-kernel-image",
+    "jit-kernel-unsupported-arch",
+    "instanttensor-gds",
+    "fp4-marlin-fallback-notice",
+)
+
+
+def greedy_recipe(engine: str = "vllm") -> Recipe:
+    """A first-try recipe with the memory settings these walls undo (recipes.model, not a mock)."""
+    return Recipe(
+        id="greedy",
+        title="first try",
+        engine=engine,
+        executor="ray",
+        model=ModelSpec(id="m", path="/models/m"),
+        nodes=2,
+        serve=ServeSpec(
+            args={
+                "--tensor-parallel-size": 2,
+                "--gpu-memory-utilization": 0.9,
+                "--mem-fraction-static": 0.85,
+                "--max-model-len": 196608,
+                "--max-num-seqs": 256,
+                "--load-format": "instanttensor",
+            },
+            env={},
+        ),
+    )
+
+
+def apply_fix(recipe: Recipe, fix: Fix) -> Recipe:
+    for action in fix.actions:
+        if action.type == "patch-recipe":
+            recipe = apply_patch(recipe, **action.params)
+    return recipe
+
+
+def recipe_fixes() -> list[tuple[str, str]]:
+    out = []
+    for wall_id in MEM_WALLS:
+        for fix in wall(wall_id).fixes:
+            patches = any(a.type == "patch-recipe" for a in fix.actions)
+            if patches and fix.verify and all(c.path.startswith("recipe.") for c in fix.verify):
+                out.append((wall_id, fix.id))
+    return out
+
+
+def test_recipe_patch_fixes_are_collected() -> None:
+    assert len(recipe_fixes()) >= 15
+
+
+@pytest.mark.parametrize(("wall_id", "fix_id"), recipe_fixes())
+def test_fix_applied_to_a_recipe_passes_its_verify(wall_id: str, fix_id: str) -> None:
+    fix = wall(wall_id).fix(fix_id)
+    assert fix is not None
+    before = greedy_recipe()
+    assert not all(c.holds(before.facts()) for c in fix.verify), f"{fix_id} already holds"
+    after = apply_fix(before, fix)
+    failed = [str(c) for c in fix.verify if not c.holds(after.facts())]
+    assert failed == [], f"{wall_id}/{fix_id}: verify fails after the patch: {failed}"
+
+
+def test_nvrm_object_store_cause_clears_once_the_recipe_caps_it() -> None:
+    recipe = greedy_recipe()
+    assert cause("nvrm-oom", recipe.facts()) == "ray-object-store"
+    fixed = apply_fix(recipe, wall("nvrm-oom").fix("cap-ray-object-store"))  # type: ignore[arg-type]
+    assert fixed.facts()["recipe.ray.args.--object-store-memory"] == 1073741824
+    assert cause("nvrm-oom", fixed.facts()) == "overcommitted"
+
+
+def test_engine_causes_read_the_recipes_own_facts() -> None:
+    assert first_fix("cuda-oom", greedy_recipe("sglang").facts()) == "lower-mem-fraction-static"
+    assert first_fix("cuda-oom", greedy_recipe("vllm").facts()) == "lower-gpu-memory-utilization"
