@@ -1,1 +1,20 @@
-"""spark_tui.sim (see the package's modules). Never imports Textual."""
+"""spark_tui.sim: a simulated DGX Spark (GB10) cluster, reached through the Transport
+interface like a real one (never imports Textual).
+
+    from spark_tui.sim import build_sim_cluster, scenario_names
+    with build_sim_cluster("page-cache-hog", speed=600) as cluster:
+        cluster.transports["spark1"].run("cat /proc/meminfo")
+"""
+
+from __future__ import annotations
+
+from spark_tui.sim.cluster import SimCluster, build_sim_cluster
+from spark_tui.sim.scenarios import DEFAULT as DEFAULT_SCENARIO
+from spark_tui.sim.scenarios import Scenario, scenarios
+
+
+def scenario_names() -> list[str]:
+    return list(scenarios())
+
+
+__all__ = ["DEFAULT_SCENARIO", "Scenario", "SimCluster", "build_sim_cluster", "scenario_names", "scenarios"]

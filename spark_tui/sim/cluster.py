@@ -1,0 +1,106 @@
+"""build_sim_cluster: a simulated DGX Spark cluster in a scenario's initial state."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from spark_tui.clock import ScaledClock
+from spark_tui.nodes.cluster import ClusterConfig, NodeConfig
+from spark_tui.sim import scenarios as sc
+from spark_tui.sim.node import DRM_OVERRIDE, SimNode
+from spark_tui.sim.transport import SimTransport
+from spark_tui.sim.world import SimWorld
+
+FABRIC_IF = "enp1s0f0np0"
+# one simulated minute of a 5-minute weight load takes a real second at the default speed
+DEFAULT_SPEED = 60.0
+DRM_OVERRIDE_TEXT = "# installed by the DGX OS image\noptions nvidia-drm modeset=1\n"
+
+
+@dataclass
+class SimCluster:
+    """A simulated cluster: its config, one SimTransport per node, the clock, the world."""
+
+    config: ClusterConfig
+    transports: dict[str, SimTransport]
+    clock: ScaledClock
+    world: SimWorld
+    scenario: sc.Scenario
+    nodes: dict[str, SimNode] = field(default_factory=dict)
+
+    @property
+    def recipe(self) -> Any:
+        """The scenario's recipe (its variant applied), as spark_tui.recipes.model.Recipe."""
+        return sc.recipe_for(self.scenario)
+
+    def http_endpoint(self, node: str, port: int) -> str | None:
+        """The real local URL behind a node's serving port (None while nothing listens)."""
+        return self.world.http_endpoint(node, port)
+
+    def port_map(self) -> dict[tuple[str, int], int]:
+        """(node, recipe port) -> local port of every engine server started so far."""
+        return {k: s.port for k, s in self.world.servers.items()}
+
+    def close(self) -> None:
+        for t in self.transports.values():
+            t.close()
+        self.world.close()
+
+    def __enter__(self) -> SimCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def build_sim_cluster(
+    scenario: str = sc.DEFAULT,
+    nodes: int | None = None,
+    speed: float = DEFAULT_SPEED,
+    seed: int = 0,
+) -> SimCluster:
+    """A cold simulated cluster (spark1..N, spark1 the head) in the scenario's initial state.
+
+    `speed`: simulated seconds per real second (tests use a high speed or clock.advance()).
+    """
+    s = sc.get(scenario)
+    count = nodes or s.nodes_count
+    clock = ScaledClock(speed=speed)
+    world = SimWorld(clock=clock, seed=seed)
+    node_cfgs = []
+    for i in range(1, count + 1):
+        name = f"spark{i}"
+        n = SimNode(world=world, name=name, index=i, fabric_if=FABRIC_IF)
+        world.nodes[name] = n
+        node_cfgs.append(
+            NodeConfig(
+                name=name,
+                host=name,
+                role="head" if i == 1 else "worker",
+                fabric_if=FABRIC_IF,
+                fabric_ip=n.fabric_ip,
+            )
+        )
+    for target, state in s.nodes.items():
+        names = list(world.nodes) if target == "all" else [target]
+        for name in names:
+            n = world.nodes.get(name)
+            if n is None:
+                continue
+            for key, value in state.items():
+                if key == "drm_override":
+                    if value:
+                        n.files[DRM_OVERRIDE] = DRM_OVERRIDE_TEXT
+                        n.drm_active = True
+                else:
+                    setattr(n, key, float(value))
+    config = ClusterConfig(
+        nodes=tuple(node_cfgs),
+        recipe=s.recipe,
+        source="<simulated>",
+        simulated=True,
+        extra={"scenario": s.name, "recipe_dir": str(sc.variant_recipe_dir()), "recipe_sets": list(s.sets)},
+    )
+    transports = {name: SimTransport(world, n) for name, n in world.nodes.items()}
+    return SimCluster(config, transports, clock, world, s, dict(world.nodes))

@@ -1,0 +1,102 @@
+"""The scenarios the simulator replays (data in scenarios.yaml, one per seed story)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from spark_tui.errors import InputError
+from spark_tui.yamlfile import LDict, line_of, load_yaml
+
+_FILE = Path(__file__).resolve().parent / "scenarios.yaml"
+_RECIPES = Path(__file__).resolve().parent / "recipes"
+NODE_KEYS = {"page_cache_gib", "leaked_gib", "services_gib", "drm_override", "swap_used_gib"}
+KEYS = {"seed", "description", "recipe", "set", "nodes", "nodes_count", "walls", "switch_to"}
+DEFAULT = "healthy"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    seed: str
+    description: str
+    recipe: str  # the recipe id it launches
+    sets: tuple[str, ...] = ()  # `--set` changes that make its variant
+    nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    nodes_count: int = 2
+    walls: tuple[str, ...] = ()
+    switch_to: str | None = None
+
+
+@cache
+def scenarios(path: Path = _FILE) -> dict[str, Scenario]:
+    """All scenarios, in file order; bad data is an InputError naming file:line."""
+    data = load_yaml(path)
+    if not isinstance(data, LDict):
+        raise InputError("expected a mapping of scenario name -> scenario", str(path), 1)
+    out: dict[str, Scenario] = {}
+    for name, body in data.items():
+        where = line_of(data, name)
+        if not isinstance(body, LDict):
+            raise InputError(f"scenario {name!r}: expected a mapping", str(path), where)
+        unknown = set(body) - KEYS
+        if unknown:
+            key = sorted(unknown)[0]
+            raise InputError(f"scenario {name!r}: unknown field {key!r}", str(path), line_of(body, key))
+        for req in ("description", "recipe"):
+            if req not in body:
+                raise InputError(f"scenario {name!r}: missing {req!r}", str(path), where)
+        nodes = body.get("nodes") or {}
+        for nname, state in nodes.items():
+            bad = set(state or {}) - NODE_KEYS
+            if bad:
+                raise InputError(
+                    f"scenario {name!r}: node {nname!r}: unknown field {sorted(bad)[0]!r}",
+                    str(path),
+                    line_of(nodes, nname),
+                )
+        out[name] = Scenario(
+            name=name,
+            seed=str(body.get("seed", "")),
+            description=str(body["description"]),
+            recipe=str(body["recipe"]),
+            sets=tuple(str(s) for s in body.get("set") or ()),
+            nodes={str(k): dict(v or {}) for k, v in nodes.items()},
+            nodes_count=int(body.get("nodes_count", 2)),
+            walls=tuple(str(w) for w in body.get("walls") or ()),
+            switch_to=body.get("switch_to"),
+        )
+    return out
+
+
+def get(name: str) -> Scenario:
+    try:
+        return scenarios()[name]
+    except KeyError:
+        raise InputError(
+            f"unknown scenario {name!r} (known: {', '.join(scenarios())})"
+        ) from None
+
+
+def variant_recipe_dir() -> Path:
+    """Simulator-only recipes (in the recipes/ format), for scenarios that need one."""
+    return _RECIPES
+
+
+def recipe_for(scenario: Scenario, recipe_id: str | None = None) -> Any:
+    """The scenario's recipe with its variant applied (spark_tui.recipes.model.Recipe)."""
+    from spark_tui.recipes.loader import load_dir, load_recipes
+    from spark_tui.recipes.overrides import apply_sets
+
+    rid = recipe_id or scenario.recipe
+    book = dict(load_dir(_RECIPES))
+    if rid not in book:
+        rb = load_recipes(use_user=False, use_revisions=False)
+        recipe = rb.get(rid) if hasattr(rb, "get") else rb[rid]
+    else:
+        recipe = book[rid]
+    if recipe_id is None or recipe_id == scenario.recipe:
+        recipe = apply_sets(recipe, list(scenario.sets))
+    return recipe
