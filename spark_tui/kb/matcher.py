@@ -7,8 +7,9 @@ Two ways in, one state:
     each candidate line is then confirmed with Python's `re` for the signatures
     the engine named.
 
-Engines, fastest first (bench/README.md has the figures): Hyperscan (x86-64),
-RE2 (a combined alternation, everywhere), Python `re` (no extra dependency:
+Engines, fastest first (bench/README.md has the figures): Hyperscan (the
+hyperscan wheels bundle Vectorscan: x86-64 and aarch64), RE2 (a combined
+alternation, everywhere), Python `re` (no extra dependency:
 each signature's required literal is looked for with `bytes.find`, which is
 ~8x faster than one combined `re` alternation; signatures without a literal of
 3+ bytes share an alternation). All three give the same hits; tests run each.
