@@ -119,6 +119,7 @@ def replay_events() -> list:
         events.append(
             NodeSampled("spark3", _state("spark3", t, 0.0, 2.0, 104.0, ServingState("stopped")))
         )
+    last = {e.node: e.state for e in events if isinstance(e, NodeSampled)}
     for node, lines in LOG.items():
         marks = []
         for idx, line in enumerate(lines):
@@ -131,6 +132,7 @@ def replay_events() -> list:
                     hit.evidence,
                     node=node,
                     now=T0 - 10 + idx,
+                    facts=last[node].facts(),  # the readings choose the cause, as the monitor does
                 )
                 events.append(DiagnosisRaised(diag, new, T0))
         events.append(LogLines(node, "serve", tuple(lines), 1, tuple(marks)))

@@ -1,0 +1,42 @@
+"""Re-make the README's screenshots: `python screenshots/make.py` (from the repository root).
+
+The same app as the snapshot tests (tests/tui_snapshot_app.py: a three-node cluster,
+frozen clock, a fixed replay of readings, real vLLM log lines and the diagnoses
+the knowledge base makes of them), exported as SVG.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from textual._doc import take_svg_screenshot  # noqa: E402
+
+from tests.tui_snapshot_app import SnapshotApp, bringup_step, select_first_diagnosis  # noqa: E402
+
+SHOTS = {
+    "main.svg": dict(terminal_size=(120, 40)),
+    "diagnosis.svg": dict(terminal_size=(120, 40), run_before=select_first_diagnosis),
+    "fix-preview.svg": dict(
+        terminal_size=(120, 40), run_before=select_first_diagnosis, press=["a"]
+    ),
+    "bringup-recipe.svg": dict(terminal_size=(120, 40), run_before=bringup_step("recipe")),
+    "bringup-launch.svg": dict(terminal_size=(120, 40), run_before=bringup_step("launch")),
+    "narrow-80x24.svg": dict(terminal_size=(80, 24)),
+}
+
+
+def main() -> int:
+    out = Path(__file__).resolve().parent
+    for name, options in SHOTS.items():
+        svg = take_svg_screenshot(app=SnapshotApp(), title="spark-tui", **options)
+        (out / name).write_text(svg, encoding="utf-8")
+        print(f"wrote {out / name}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
