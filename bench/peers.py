@@ -87,9 +87,26 @@ def minefield_guide(bin_: str, text: str) -> list[str]:
         return []
 
 
+SPARKRUN_PROBE = """
+import json, sys
+from sparkrun.orchestration.launch_diagnostics import diagnose_launch_failure
+files = sys.argv[1:]
+print(json.dumps([f for f in files if diagnose_launch_failure(open(f, errors="replace").read())]))
+"""
+
+
+def sparkrun_launch_diagnostics(python: str, files: list[Path]) -> tuple[float, list[str] | str]:
+    """sparkrun's only failure-text recogniser (docker launch errors) over the same files."""
+    secs, p = run([python, "-c", SPARKRUN_PROBE, *map(str, files)])
+    if p.returncode != 0:
+        return secs, (p.stderr.strip().splitlines() or ["?"])[-1]
+    return secs, json.loads(p.stdout)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--minefield", default="/tmp/minefield-venv/bin/minefield")
+    ap.add_argument("--sparkrun-python", default="/tmp/sparkrun-venv/bin/python")
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "out")
     ap.add_argument("--no-guide", action="store_true", help="skip minefield guide (slow)")
     args = ap.parse_args()
@@ -122,7 +139,10 @@ def main() -> int:
                 and guide[0] in TRAPS_FOR.get(wall, set()),
             }
         )
+    sr_s, sr_found = sparkrun_launch_diagnostics(args.sparkrun_python, examples)
     res["examples"] = {
+        "sparkrun_launch_diagnostics": sr_found,
+        "sparkrun_seconds": sr_s,
         "files": len(examples),
         "walls": len({r["wall"] for r in rows}),
         "spark_tui_seconds": st_s,
@@ -195,6 +215,7 @@ def summary(res: dict) -> str:
         f"/{len(walls)} walls in {ex['minefield_scan_seconds']:.2f} s;"
         f" any finding at all: {sum(bool(r['minefield_scan']) for r in rows)}/{len(rows)}",
         f"  minefield guide top-1 related: {sum(r['minefield_guide_top1_related'] for r in rows)}/{len(rows)}",
+        f"  sparkrun launch diagnostics: {ex['sparkrun_launch_diagnostics']!s:.200}",
         "",
         "| wall | examples | spark-tui | minefield scan (traps) | minefield guide top-1 |",
         "|---|---:|---:|---|---|",
