@@ -26,6 +26,8 @@ class EngineServer:
     def __init__(self, world: SimWorld, engine: Engine) -> None:
         self.world = world
         self.engine = engine
+        # not the world's lock: a curl on the node holds that one while it waits for us
+        self.lock = threading.Lock()
         handler = type("Handler", (_Handler,), {"server_ref": self})
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.httpd.daemon_threads = True
@@ -71,11 +73,14 @@ class _Handler(BaseHTTPRequestHandler):
     # -- helpers --
 
     def _send(self, status: int, body: bytes, ctype: str = "application/json") -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (its timeout); nothing to tell it
 
     def _json(self, status: int, obj: object) -> None:
         self._send(status, json.dumps(obj).encode())
@@ -151,7 +156,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         world = self.server_ref.world
         e = self.server_ref.engine
-        with world.lock:
+        with self.server_ref.lock:
             why = e.begin_request(world.clock.now())
         if why == "wedged":
             # the request hangs until the compiled DAG times out and the engine dies
