@@ -97,8 +97,18 @@ def rendered_items(plan: LaunchPlan) -> tuple[set[tuple[str, str]], dict[str, se
 
 CASES = {
     # recipe id: (seed excerpt, cluster IPs, fabric interface, --set)
-    "minimax-m2.7-nvfp4-vllm-tp2": ("000-minimax-m2.7-nvfp4.txt", ("10.0.0.1", "10.0.0.2"), "bond0", ()),
-    "minimax-m2.7-mxfp4-vllm-tp2": ("001-minimax-m2.7-mxfp4.txt", ("10.10.10.1", "10.10.10.2"), "enP7s7", ()),
+    "minimax-m2.7-nvfp4-vllm-tp2": (
+        "000-minimax-m2.7-nvfp4.txt",
+        ("10.0.0.1", "10.0.0.2"),
+        "bond0",
+        (),
+    ),
+    "minimax-m2.7-mxfp4-vllm-tp2": (
+        "001-minimax-m2.7-mxfp4.txt",
+        ("10.10.10.1", "10.10.10.2"),
+        "enP7s7",
+        (),
+    ),
     "minimax-m3-nvfp4-vllm-tp3": (
         "002-minimax-m3-nvfp4.txt",
         ("10.10.10.1", "10.10.10.2", "10.10.10.3"),

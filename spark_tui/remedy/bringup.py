@@ -1,0 +1,191 @@
+"""The guided bring-up: a resumable state machine over preflight → fixes → ray → launch → smoke.
+
+The TUI's guided bring-up and a headless caller (`watch`, tests) drive the same
+`BringUp`: `step()` runs the next unit (one launch step or one fix) and saves
+the state under state_dir()/bringup/<recipe>.json before returning, so a new
+process resumes where the last one stopped. A failed unit stays next: it runs
+again only when the caller asks (never blindly).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from spark_tui import paths
+from spark_tui.clock import Clock, RealClock
+from spark_tui.events import ActionProgress
+from spark_tui.nodes.cluster import ClusterConfig
+from spark_tui.nodes.transport import Transport
+from spark_tui.recipes.model import Recipe
+from spark_tui.recipes.plan import LaunchPlan
+from spark_tui.recipes.render import render_plan, stamp_now
+from spark_tui.remedy.fixes import Confirm, FixPlan, run_fix
+from spark_tui.remedy.journal import Journal
+from spark_tui.remedy.launch import LaunchRunner
+
+STAGES = ("preflight", "fixes", "ray", "launch", "smoke")
+Emit = Callable[[ActionProgress], None]
+
+
+@dataclass
+class BringUpState:
+    """What is saved between processes."""
+
+    recipe: str
+    revision: int
+    profile: str | None
+    sets: list[str]
+    stamp: str
+    plan_hash: str
+    next_unit: int = 0  # index into BringUp.units()
+    status: str = "new"  # new | running | failed | done
+    stage: str = "preflight"
+    message: str = ""
+    tok_s: float | None = None
+    done: list[str] = field(default_factory=list)  # unit labels done, in order
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One thing the bring-up does: a launch step, or a fix."""
+
+    stage: str
+    label: str
+    step_index: int | None = None  # into plan.steps
+    fix: FixPlan | None = None
+
+
+def _hash(plan: LaunchPlan) -> str:
+    return hashlib.sha256("\n".join(s.command for s in plan.steps).encode()).hexdigest()[:16]
+
+
+class BringUp:
+    """Drive a recipe from nothing to a smoke-tested server, one unit at a time."""
+
+    def __init__(
+        self,
+        recipe: Recipe,
+        cluster: ClusterConfig,
+        transports: Mapping[str, Transport],
+        profile: str | None = None,
+        sets: Sequence[str] = (),
+        fixes: Sequence[FixPlan] = (),
+        clock: Clock | None = None,
+        emit: Emit | None = None,
+        journal: Journal | None = None,
+        confirm: Confirm | None = None,
+        state_path: Path | None = None,
+    ) -> None:
+        self.recipe = recipe
+        self.cluster = cluster
+        self.transports = transports
+        self.fixes = tuple(fixes)
+        self.clock = clock or RealClock()
+        self.emit = emit or (lambda _e: None)
+        self.journal = journal or Journal()
+        self.confirm = confirm
+        self.path = state_path or paths.state_dir() / "bringup" / f"{recipe.id}.json"
+        saved = self._load()
+        stamp = saved.stamp if saved else stamp_now()
+        self.plan = render_plan(recipe, cluster, profile=profile, sets=tuple(sets), stamp=stamp)
+        fresh = BringUpState(
+            recipe.id, recipe.revision, profile, list(sets), stamp, _hash(self.plan)
+        )
+        same = saved is not None and (
+            saved.recipe,
+            saved.revision,
+            saved.profile,
+            saved.sets,
+            saved.plan_hash,
+        ) == (fresh.recipe, fresh.revision, fresh.profile, fresh.sets, fresh.plan_hash)
+        self.resumed = bool(same and saved and saved.status != "done" and saved.next_unit > 0)
+        self.state = saved if same and saved else fresh
+
+    # ---- persistence --------------------------------------------------------
+    def _load(self) -> BringUpState | None:
+        try:
+            data = json.loads(self.path.read_text())
+            return BringUpState(**data)
+        except (OSError, ValueError, TypeError):
+            return None
+
+    def save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text(json.dumps(asdict(self.state), indent=1))
+        tmp.replace(self.path)
+
+    def reset(self) -> None:
+        """Start over (a new stamp: leftovers of this run are renamed aside too)."""
+        self.path.unlink(missing_ok=True)
+        self.state.next_unit, self.state.status, self.state.done = 0, "new", []
+
+    # ---- the machine --------------------------------------------------------
+    def units(self) -> list[Unit]:
+        steps = list(enumerate(self.plan.steps))
+        out = [Unit("preflight", f"{s.id}@{s.node}", i) for i, s in steps if s.phase == "preflight"]
+        out += [Unit("fixes", f"fix:{f.fix.id}", fix=f) for f in self.fixes]
+        for stage in ("ray", "launch", "smoke"):
+            out += [Unit(stage, f"{s.id}@{s.node}", i) for i, s in steps if s.phase == stage]
+        return out
+
+    @property
+    def finished(self) -> bool:
+        return self.state.status == "done"
+
+    def step(self) -> Unit | None:
+        """Run the next unit and save; None when everything is done."""
+        units = self.units()
+        if self.state.next_unit >= len(units):
+            self.state.status = "done"
+            self.save()
+            return None
+        unit = units[self.state.next_unit]
+        self.state.stage = unit.stage
+        self.state.status = "running"
+        self.save()
+        if unit.fix is not None:
+            result = run_fix(
+                unit.fix,
+                self.transports,
+                confirm=self.confirm,
+                emit=self.emit,
+                journal=self.journal,
+                clock=self.clock,
+            )
+            ok, message = result.ok, result.message
+        else:
+            runner = LaunchRunner(
+                self.transports, self.clock, self.emit, self.journal, "bringup", "bring-up"
+            )
+            r = runner.run_step(self.plan.steps[unit.step_index or 0])
+            ok, message = r.ok, r.detail
+            if r.tok_s is not None:
+                self.state.tok_s = r.tok_s
+        if ok:
+            self.state.done.append(unit.label)
+            self.state.next_unit += 1
+            self.state.message = message
+            self.state.status = "done" if self.state.next_unit >= len(units) else "running"
+        else:
+            self.state.status = "failed"
+            self.state.message = f"{unit.label}: {message}"
+        self.save()
+        if self.state.status == "done":
+            from spark_tui.recipes.revisions import RevisionStore
+
+            RevisionStore().mark_launched(self.recipe)
+        return unit
+
+    def run(self) -> BringUpState:
+        """Units until done or the first failure (call again to retry it)."""
+        if self.state.status == "failed":
+            self.state.status = "running"
+        while self.state.status != "failed":
+            if self.step() is None or self.state.status == "done":
+                break
+        return self.state

@@ -1,0 +1,179 @@
+"""Launch plans run for real through LocalTransport with shim tools on PATH."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+import pytest
+
+from spark_tui import paths
+from spark_tui.recipes.clusters import simulated_cluster
+from spark_tui.recipes.loader import load_recipes
+from spark_tui.recipes.render import render_plan
+from spark_tui.recipes.revisions import RevisionStore
+from spark_tui.remedy.bringup import BringUp
+from spark_tui.remedy.journal import Journal
+from spark_tui.remedy.launch import AutoRelaunchGuard, LaunchRunner, parse_smoke, relaunch
+from tests.remedy_shims import make_world
+
+
+class StepClock:
+    """Simulated time for waits: sleep() moves now() on at once (no real waiting)."""
+
+    def __init__(self) -> None:
+        self.t = 1_000.0
+        self.slept: list[float] = []
+
+    def now(self) -> float:
+        return self.t
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.t += seconds
+
+
+def _sets(tmp_path: Path) -> tuple[str, ...]:
+    # the serve log lives in the temp dir: `docker exec` runs on this machine here
+    return (f"serve.log={tmp_path / 'serve.log'}",)
+
+
+def test_plan_runs_through_shims_and_measures_tok_s(tmp_path: Path) -> None:
+    cluster = simulated_cluster(2)
+    world = make_world(tmp_path / "w", cluster)
+    recipe = load_recipes().get("minimax-m2.7-mxfp4-vllm-tp2")
+    plan = render_plan(recipe, cluster, sets=_sets(tmp_path), stamp="T1")
+    events = []
+    runner = LaunchRunner(world.transports, StepClock(), events.append, Journal(), "r1")
+    result = runner.run_steps(plan.steps)
+    assert result.ok, result.describe()
+    assert result.tok_s == pytest.approx(32.0)  # 64 completion tokens in 2.0 s
+    head_calls = world.calls("spark1")
+    worker_calls = world.calls("spark2")
+    assert any(c.startswith("docker run -d --name ray-head") for c in head_calls)
+    assert any("ray start --address=10.10.10.1:6379" in c for c in worker_calls)
+    assert sum(c.startswith("sudo -n sh -c sync; echo 3") for c in head_calls + worker_calls) == 2
+    assert not any("--rm" in c.split() or "--restart" in c for c in head_calls + worker_calls)
+    # vllm ran inside "ray-head" with the recipe's argv and env, word for word
+    argv = (world.shared / "vllm-argv").read_text().splitlines()
+    assert argv[:2] == ["serve", "/models/MiniMax-M2.7-MXFP4"]
+    assert argv[argv.index("--max-model-len") + 1] == "131072"
+    env = (world.shared / "vllm-env").read_text().splitlines()
+    assert "RAY_memory_usage_threshold=0.97" in env
+    # progress streamed, and every command journaled
+    assert any("Application startup complete" in e.detail for e in events if e.status == "ok")
+    journaled = [e["action"] for e in Journal().entries()]
+    assert {"stop-leftovers", "drop-caches", "ray-head", "ray-worker", "wait-ray"} <= set(journaled)
+    assert journaled[-1] == "smoke"
+
+
+def test_a_crash_in_the_serve_log_fails_fast(tmp_path: Path) -> None:
+    cluster = simulated_cluster(2)
+    world = make_world(tmp_path / "w", cluster)
+    (world.shared / "crash").write_text("1")
+    plan = render_plan(
+        load_recipes().get("minimax-m2.7-mxfp4-vllm-tp2"), cluster, sets=_sets(tmp_path)
+    )
+    clock = StepClock()
+    result = LaunchRunner(world.transports, clock).run_steps(plan.steps)
+    assert not result.ok and result.failed is not None
+    assert result.failed.step.id == "wait-ready"
+    assert "Unsupported architecture" in result.failed.detail
+    assert sum(clock.slept) < 600  # did not sit out the 2400 s startup timeout
+
+
+def test_wait_for_ray_times_out_with_a_reason(tmp_path: Path) -> None:
+    cluster = simulated_cluster(2)
+    world = make_world(tmp_path / "w", cluster)
+    plan = render_plan(load_recipes().get("minimax-m2.7-mxfp4-vllm-tp2"), cluster)
+    wait = next(s for s in plan.steps if s.id == "wait-ray")
+    result = LaunchRunner(world.transports, StepClock()).run_step(wait)  # no Ray started
+    assert not result.ok and "timed out after 600 s" in result.detail
+
+
+def test_smoke_output_parsing() -> None:
+    body = json.dumps({"choices": [{"message": {}}], "usage": {"completion_tokens": 10}})
+    assert parse_smoke(body + "\n0.5\n") == (10, 0.5, "")
+    assert parse_smoke("curl: (7) Failed to connect\n0.0\n")[2].startswith("not JSON")
+    assert parse_smoke("")[2] == "no answer"
+
+
+def test_relaunch_applies_pending_patches(tmp_path: Path) -> None:
+    cluster = simulated_cluster(2)
+    world = make_world(tmp_path / "w", cluster)
+    base = load_recipes().get("minimax-m2.7-mxfp4-vllm-tp2")
+    store = RevisionStore()
+    store.patch(base, note="test", set_args={"--max-num-seqs": 64})
+    assert store.pending(base.id)
+    result = relaunch(base.id, cluster, world.transports, sets=_sets(tmp_path), clock=StepClock())
+    assert result.ok, result.describe()
+    argv = (world.shared / "vllm-argv").read_text().splitlines()
+    assert argv[argv.index("--max-num-seqs") + 1] == "64"
+    assert not store.pending(base.id)
+
+
+def test_one_automatic_relaunch_per_diagnosis() -> None:
+    guard = AutoRelaunchGuard()
+    assert guard.claim("vllm-free-memory-low@spark2#1", 1.0)
+    assert not guard.claim("vllm-free-memory-low@spark2#1", 2.0)
+    assert AutoRelaunchGuard().allowed("vllm-free-memory-low@spark2#2")  # a new diagnosis
+    assert not AutoRelaunchGuard().allowed("vllm-free-memory-low@spark2#1")  # survives restarts
+
+
+def test_bringup_resumes_where_it_stopped(tmp_path: Path) -> None:
+    cluster = simulated_cluster(2)
+    world = make_world(tmp_path / "w", cluster)
+    recipe = load_recipes().get("minimax-m2.7-mxfp4-vllm-tp2")
+    first = BringUp(recipe, cluster, world.transports, sets=_sets(tmp_path), clock=StepClock())
+    labels = [u.label for u in first.units()]
+    assert [u.stage for u in first.units()][:4] == ["preflight"] * 4
+    for _ in range(5):  # stop leftovers x2, drop caches x2, ray head
+        first.step()
+    saved = json.loads((paths.state_dir() / "bringup" / f"{recipe.id}.json").read_text())
+    assert saved["next_unit"] == 5 and saved["done"] == labels[:5]
+    # a new process: same recipe, same stamp → resumes at the worker
+    second = BringUp(recipe, cluster, world.transports, sets=_sets(tmp_path), clock=StepClock())
+    assert second.resumed and second.state.next_unit == 5
+    calls_before = len(world.calls())
+    state = second.run()
+    assert state.status == "done" and state.tok_s == pytest.approx(32.0)
+    new_calls = world.calls()[calls_before:]
+    assert not any("ray-head" in c and c.startswith("docker run") for c in new_calls)
+    assert any("ray start --address=" in c for c in new_calls)
+
+
+def test_bringup_failure_stays_next_until_asked(tmp_path: Path) -> None:
+    cluster = simulated_cluster(2)
+    world = make_world(tmp_path / "w", cluster, SUDO_NEEDS_PASSWORD="1")
+    recipe = load_recipes().get("minimax-m2.7-mxfp4-vllm-tp2")
+    b = BringUp(recipe, cluster, world.transports, sets=_sets(tmp_path), clock=StepClock())
+    state = b.run()
+    assert state.status == "failed" and state.stage == "preflight"
+    assert "drop-caches@spark1" in state.message and "sudo needs a password" in state.message
+    assert state.next_unit == 2  # the failed drop-caches runs again only on the next run()
+    assert not any(c.startswith("docker run") for c in world.calls())
+
+
+def test_hostile_recipe_values_are_quoted_never_run(tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    cluster = simulated_cluster(2)
+    world = make_world(tmp_path / "w", cluster)
+    hostile = f"$(touch {marker})"
+    sets = (
+        *_sets(tmp_path),
+        f"serve.--served-model-name={hostile}",
+        f"env.EVIL=`touch {marker}`; touch {marker}",
+        f"ray.env.EVIL2='; touch {marker}; '",
+        f"serve.--quote-test=a'b\"c",
+    )
+    plan = render_plan(load_recipes().get("minimax-m2.7-mxfp4-vllm-tp2"), cluster, sets=sets)
+    result = LaunchRunner(world.transports, StepClock()).run_steps(plan.steps)
+    assert result.ok, result.describe()
+    assert not marker.exists()
+    argv = (world.shared / "vllm-argv").read_text().splitlines()
+    assert argv[argv.index("--served-model-name") + 1] == hostile
+    assert argv[argv.index("--quote-test") + 1] == "a'b\"c"
+    assert f"EVIL=`touch {marker}`; touch {marker}" in (world.shared / "vllm-env").read_text()
+    run = next(s for s in plan.steps if s.id == "ray-head")
+    assert f"EVIL2='; touch {marker}; '" in shlex.split(run.command)
