@@ -165,7 +165,7 @@ def test_hostile_recipe_values_are_quoted_never_run(tmp_path: Path) -> None:
         f"serve.--served-model-name={hostile}",
         f"env.EVIL=`touch {marker}`; touch {marker}",
         f"ray.env.EVIL2='; touch {marker}; '",
-        f"serve.--quote-test=a'b\"c",
+        "serve.--quote-test=a'b\"c",
     )
     plan = render_plan(load_recipes().get("minimax-m2.7-mxfp4-vllm-tp2"), cluster, sets=sets)
     result = LaunchRunner(world.transports, StepClock()).run_steps(plan.steps)
