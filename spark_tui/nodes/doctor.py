@@ -1,0 +1,498 @@
+"""`spark-tui doctor`: a read-only preflight of every node before a launch.
+
+Each node is sampled once (the same one-process round as the live monitor);
+the metric and check walls that make sense before a launch are evaluated by
+the same RuleEngine over the same knowledge (durations ignored: a preflight
+cannot wait minutes), and a few checks that need a command of their own run
+too: passwordless SSH from the head to each worker, fabric reachability from
+the head, the same container image and model files on every node, sudo -n.
+Nothing here changes a node. Values from config or a recipe reach a shell
+only through spark_tui.shell (quoted).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from spark_tui import shell
+from spark_tui.clock import Clock
+from spark_tui.kb.loader import parse_wall
+from spark_tui.kb.schema import Wall
+from spark_tui.nodes import commands
+from spark_tui.nodes.cluster import ClusterConfig, NodeConfig
+from spark_tui.nodes.rules import CLUSTER, RECIPE, RuleEngine, cluster_facts
+from spark_tui.nodes.sampler import fabric_address, sample
+from spark_tui.nodes.state import NodeState
+from spark_tui.nodes.transport import NodeUnreachable, Transport
+from spark_tui.yamlfile import parse_yaml
+
+PASS, WARN, FAIL, SKIP = "pass", "warn", "fail", "skip"
+# metric walls whose readings mean something before a launch (check walls always count)
+PREFLIGHT_METRIC_WALLS = ("page-cache-hog", "node-memory-asymmetry", "unified-memory-leak")
+# ports a launch needs free: the serve API, Ray's GCS, dashboard and client server
+DEFAULT_PORTS = {8000: "serve API", 6379: "Ray GCS", 8265: "Ray dashboard", 10001: "Ray client"}
+
+# Used only when the knowledge base has no wall of that id (a user's trimmed copy):
+# the same rules as data, never an if-statement per check.
+FALLBACK_WALLS = {
+    "page-cache-hog": """
+id: page-cache-hog
+title: The page cache holds the last run's weights
+severity: warning
+kind: metric
+engines: [any]
+summary: Cached pages look free but are not free to CUDA on unified memory.
+signatures: [{when: ['memory.cached_gib >= 20']}]
+fixes:
+  - {id: drop-page-caches, title: Drop the page cache on every node, risk: safe, root: true,
+     actions: [{type: run, on: all, root: true, command: 'sync; echo 3 > /proc/sys/vm/drop_caches'}]}
+references: [seeds/000]
+""",
+    "node-memory-asymmetry": """
+id: node-memory-asymmetry
+title: Nodes start with unequal free memory
+severity: warning
+kind: metric
+engines: [any]
+summary: One node has less memory than the others; it swaps and loads slower.
+signatures: [{when: ['cluster.available_spread_gib > 5'], scope: cluster}]
+fixes:
+  - {id: drop-page-caches, title: Drop the page cache on every node, risk: safe, root: true,
+     actions: [{type: run, on: all, root: true, command: 'sync; echo 3 > /proc/sys/vm/drop_caches'}]}
+references: [seeds/000]
+""",
+    "drm-override-halves-memory": """
+id: drm-override-halves-memory
+title: The nvidia-drm override file halves CUDA memory
+severity: error
+kind: check
+engines: [any]
+summary: /etc/modprobe.d/zz-nvidia-drm-override.conf makes CUDA see about 62 GB.
+signatures: [{when: ['files.drm_override == true']}]
+fixes:
+  - {id: move-override-aside-and-reboot, title: Move the file aside and reboot, risk: destructive,
+     root: true, actions: [{type: move-aside, path: /etc/modprobe.d/zz-nvidia-drm-override.conf}]}
+references: [seeds/004]
+""",
+}
+
+
+@dataclass(frozen=True)
+class Check:
+    """One line of the preflight: DESIGN.md's {"id", "node", "status", "detail"}."""
+
+    id: str
+    node: str | None  # None for a check over the whole cluster
+    status: str  # pass | warn | fail | skip
+    detail: str
+
+    def to_json(self) -> dict[str, object]:
+        return {"id": self.id, "node": self.node, "status": self.status, "detail": self.detail}
+
+
+@dataclass
+class DoctorReport:
+    cluster: ClusterConfig
+    states: dict[str, NodeState]
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def reachable(self) -> list[str]:
+        return [n for n, s in self.states.items() if s.reachable]
+
+    def node_json(self, name: str) -> dict[str, object]:
+        s = self.states[name]
+        memory = None
+        if s.memory is not None:
+            memory = {
+                "total_bytes": s.memory.total_bytes,
+                "available_bytes": s.memory.available_bytes,
+                "cached_bytes": s.memory.cached_bytes,
+            }
+        gpus = [
+            {
+                "index": g.index,
+                "name": g.name,
+                "uuid": g.uuid,
+                "sm_pct": g.sm_pct,
+                "memory_total_bytes": g.memory_total_bytes,
+                "memory_used_bytes": g.memory_used_bytes,
+                "temp_c": g.temp_c,
+                "power_w": g.power_w,
+            }
+            for g in s.gpus
+        ]
+        return {"name": name, "reachable": s.reachable, "memory": memory, "gpus": gpus}
+
+    def to_json(self) -> dict[str, object]:
+        """DESIGN.md's `doctor --json` object."""
+        return {
+            "nodes": [self.node_json(n.name) for n in self.cluster.nodes],
+            "checks": [c.to_json() for c in self.checks],
+        }
+
+
+def preflight_walls(kb: Iterable[Wall]) -> list[Wall]:
+    """The walls doctor evaluates: every check wall, the preflight metric walls,
+    and the fallbacks for those the knowledge base lacks."""
+    walls = {
+        w.id: w for w in kb if w.rules and (w.kind == "check" or w.id in PREFLIGHT_METRIC_WALLS)
+    }
+    for wid, text in FALLBACK_WALLS.items():
+        if wid not in walls and not any(w.id == wid for w in kb):
+            walls[wid] = parse_wall(parse_yaml(text, f"<doctor:{wid}>"), f"<doctor:{wid}>")
+    return [walls[k] for k in sorted(walls)]
+
+
+def run_doctor(
+    cluster: ClusterConfig,
+    transports: Mapping[str, Transport],
+    kb: Iterable[Wall],
+    clock: Clock,
+    *,
+    recipe_facts: Mapping[str, object] | None = None,
+    image: str | None = None,
+    model_paths: Iterable[str] = (),
+    ports: Mapping[int, str] | None = None,
+) -> DoctorReport:
+    """Sample every node once and run every check; never changes a node."""
+    nodes = list(cluster.nodes)
+    with ThreadPoolExecutor(max_workers=max(1, min(8, len(nodes)))) as pool:
+        states = dict(
+            zip(
+                [n.name for n in nodes],
+                pool.map(lambda n: sample(transports[n.name], n, clock), nodes),
+                strict=True,
+            )
+        )
+    report = DoctorReport(cluster, states)
+    add = report.checks.append
+    for n in nodes:
+        s = states[n.name]
+        add(
+            Check("reachable", n.name, PASS, f"answered ({_where(n)})")
+            if s.reachable
+            else Check("reachable", n.name, FAIL, s.unavailable.get("node", "no answer"))
+        )
+    head = cluster.head
+    head_t = transports[head.name]
+    head_up = states[head.name].reachable
+    for n in cluster.workers:
+        add(_ssh_from_head(head, head_up, head_t, n))
+    for n in nodes:
+        s = states[n.name]
+        if not s.reachable:
+            continue
+        add(_gpu_check(n, s))
+        add(_fabric_link(n, s))
+        add(_leftovers(n, s))
+        add(_ports(n, s, ports or _ports_wanted(recipe_facts)))
+        add(_sudo(n, transports[n.name]))
+    add(_fabric_mtu(states))
+    for n in cluster.workers:
+        add(_fabric_ping(head, head_up, head_t, n, states[n.name]))
+    if image:
+        add(
+            _same_everywhere(
+                "container-image",
+                image,
+                nodes,
+                states,
+                transports,
+                shell.fill(commands.IMAGE_ID, {"image": image}),
+            )
+        )
+    for path in model_paths:
+        add(_model_files(path, nodes, states, transports))
+    report.checks.extend(_wall_checks(kb, states, clock.now(), recipe_facts))
+    return report
+
+
+# ---------------------------------------------------------------- wall checks
+
+
+def _wall_checks(
+    kb: Iterable[Wall],
+    states: Mapping[str, NodeState],
+    now: float,
+    recipe_facts: Mapping[str, object] | None,
+) -> list[Check]:
+    walls = preflight_walls(kb)
+    engine = RuleEngine(walls)
+    firings = engine.evaluate_states(states, now, recipe_facts, ignore_durations=True)
+    fired = {(f.diagnosis.wall.id, f.subject): f.diagnosis for f in firings}
+    reachable = {name: s.facts() for name, s in states.items() if s.reachable}
+    cluster_f = cluster_facts(states)
+    recipe = dict(recipe_facts or {})
+    out: list[Check] = []
+    for wall in walls:
+        subjects: dict[str, dict[str, object]] = {}
+        for rule in wall.rules:
+            if rule.scope == "node":
+                subjects.update({n: {**recipe, **cluster_f, **f} for n, f in reachable.items()})
+            elif rule.scope == "cluster":
+                subjects[CLUSTER] = {**recipe, **cluster_f}
+            elif recipe_facts is not None:
+                subjects[RECIPE] = {**cluster_f, **recipe}
+        for subject, facts in subjects.items():
+            node = None if subject in (CLUSTER, RECIPE) else subject
+            diag = fired.get((wall.id, subject))
+            if diag is not None:
+                fixes = wall.fixes_for(facts)
+                fix = f" Fix: {fixes[0].title}." if fixes else ""
+                status = FAIL if wall.severity == "error" else WARN
+                out.append(Check(wall.id, node, status, f"{wall.title}: {diag.evidence}.{fix}"))
+                continue
+            readable = [r for r in wall.rules if _readable(r.when, facts)]
+            if not readable:
+                missing = sorted(
+                    {c.path for r in wall.rules for c in r.when if c.path not in facts}
+                )
+                out.append(
+                    Check(wall.id, node, SKIP, f"not readable here ({', '.join(missing[:4])})")
+                )
+            else:
+                out.append(Check(wall.id, node, PASS, f"not seen: {wall.title.lower()}"))
+    return out
+
+
+def _readable(conditions, facts: Mapping[str, object]) -> bool:
+    return all(c.path in facts or c.op in ("is set", "is unset") for c in conditions)
+
+
+# ---------------------------------------------------------------- command checks
+
+
+def _where(n: NodeConfig) -> str:
+    return "this machine" if n.is_local else n.host
+
+
+def _run(t: Transport, command: str, timeout: float = 20.0):
+    try:
+        return t.run(command, timeout=timeout)
+    except NodeUnreachable:
+        return None
+
+
+def _ssh_from_head(head: NodeConfig, head_up: bool, head_t: Transport, n: NodeConfig) -> Check:
+    if not head_up:
+        return Check("ssh-from-head", n.name, SKIP, f"the head {head.name} is unreachable")
+    if n.is_local:
+        return Check("ssh-from-head", n.name, SKIP, "the worker is 'local'")
+    target = f"{n.user}@{n.host}" if n.user else n.host
+    template = commands.SSH_CHECK_PORT if n.port else commands.SSH_CHECK
+    command = shell.fill(template, {"target": target, "port": n.port})
+    r = _run(head_t, command, timeout=20)
+    if r is None:
+        return Check("ssh-from-head", n.name, SKIP, f"the head {head.name} dropped")
+    if r.ok:
+        return Check(
+            "ssh-from-head", n.name, PASS, f"{head.name} reaches {target} without a password"
+        )
+    return Check(
+        "ssh-from-head",
+        n.name,
+        FAIL,
+        f"{head.name} cannot ssh to {target} without a password (ssh-copy-id from the head "
+        f"fixes it): {r.tail(2) or f'exit {r.exit_code}'}",
+    )
+
+
+def _gpu_check(n: NodeConfig, s: NodeState) -> Check:
+    if s.gpus:
+        names = ", ".join(sorted({g.name for g in s.gpus}))
+        return Check("gpu", n.name, PASS, f"{len(s.gpus)} × {names}")
+    return Check("gpu", n.name, WARN, s.unavailable.get("gpu", "nvidia-smi shows no GPU"))
+
+
+def _fabric_link(n: NodeConfig, s: NodeState) -> Check:
+    fab = s.fabric()
+    if fab is None:
+        why = f"{n.fabric_if} not found" if n.fabric_if else "no fabric interface found"
+        return Check("fabric-link", n.name, WARN, f"{why} (set fabric_if in cluster.yaml)")
+    parts = [f"{fab.name} {fab.state}", f"MTU {fab.mtu}" if fab.mtu else ""]
+    if fab.speed_mbps:
+        parts.append(f"{fab.speed_mbps // 1000} Gb/s")
+    if fab.roce_devices:
+        parts.append("RoCE " + ",".join(fab.roce_devices))
+    detail = ", ".join(p for p in parts if p)
+    return Check("fabric-link", n.name, PASS if fab.state == "UP" else FAIL, detail)
+
+
+def _fabric_mtu(states: Mapping[str, NodeState]) -> Check:
+    mtus = {
+        name: fab.mtu
+        for name, s in states.items()
+        if s.reachable and (fab := s.fabric()) is not None and fab.mtu is not None
+    }
+    if len(mtus) < 2:
+        return Check("fabric-mtu", None, SKIP, "fewer than two fabric MTUs known")
+    detail = ", ".join(f"{n} {m}" for n, m in mtus.items())
+    if len(set(mtus.values())) > 1:
+        return Check("fabric-mtu", None, FAIL, f"MTUs differ: {detail} (set the same, 9000)")
+    return Check("fabric-mtu", None, PASS if min(mtus.values()) >= 9000 else WARN, detail)
+
+
+def _fabric_ping(
+    head: NodeConfig, head_up: bool, head_t: Transport, n: NodeConfig, s: NodeState
+) -> Check:
+    ip = fabric_address(s, n) if s.reachable else n.fabric_ip
+    if ip is None:
+        return Check("fabric-ping", n.name, SKIP, "no fabric IP known (set fabric_ip)")
+    if not head_up:
+        return Check("fabric-ping", n.name, SKIP, f"the head {head.name} is unreachable")
+    r = _run(head_t, shell.fill(commands.PING, {"ip": ip}), timeout=10)
+    if r is None:
+        return Check("fabric-ping", n.name, SKIP, f"the head {head.name} dropped")
+    if r.ok:
+        return Check("fabric-ping", n.name, PASS, f"{head.name} reaches {ip}")
+    if r.exit_code == 127:
+        return Check("fabric-ping", n.name, SKIP, f"no ping on {head.name}")
+    return Check("fabric-ping", n.name, FAIL, f"{head.name} cannot reach {ip} over the fabric")
+
+
+def _leftovers(n: NodeConfig, s: NodeState) -> Check:
+    found = []
+    running = [c.name for c in s.containers if c.state == "running"]
+    if running:
+        found.append("containers " + ", ".join(running))
+    if s.ray is not None:
+        found.append(f"Ray ({s.ray.nodes_alive} nodes alive)")
+    if s.gpu_processes:
+        found.append(
+            "GPU processes " + ", ".join(f"{p.name} (pid {p.pid})" for p in s.gpu_processes)
+        )
+    if found:
+        return Check(
+            "leftovers", n.name, WARN, "still running from an earlier launch: " + "; ".join(found)
+        )
+    unread = [k for k in ("containers", "gpu-apps") if k in s.unavailable]
+    detail = "no containers, Ray or GPU processes"
+    if unread:
+        detail += " (not read: " + ", ".join(f"{k}: {s.unavailable[k]}" for k in unread) + ")"
+    return Check("leftovers", n.name, PASS, detail)
+
+
+def _ports_wanted(recipe_facts: Mapping[str, object] | None) -> dict[int, str]:
+    wanted = dict(DEFAULT_PORTS)
+    port = (recipe_facts or {}).get("recipe.serve_args.--port")
+    if isinstance(port, (int, float, str)) and str(port).isdigit():
+        wanted.pop(8000, None)
+        wanted[int(port)] = "serve API"
+    return wanted
+
+
+def _ports(n: NodeConfig, s: NodeState, wanted: Mapping[int, str]) -> Check:
+    if "ports" in s.unavailable:
+        return Check("ports", n.name, SKIP, s.unavailable["ports"])
+    busy = [f"{p} ({wanted[p]})" for p in sorted(wanted) if p in s.listening_ports]
+    if busy:
+        return Check("ports", n.name, WARN, "in use: " + ", ".join(busy))
+    return Check("ports", n.name, PASS, "free: " + ", ".join(str(p) for p in sorted(wanted)))
+
+
+def _sudo(n: NodeConfig, t: Transport) -> Check:
+    r = _run(t, commands.SUDO_CHECK, timeout=10)
+    if r is None:
+        return Check("sudo", n.name, SKIP, "the node dropped")
+    if r.ok:
+        return Check("sudo", n.name, PASS, "sudo -n works (fixes that need root can run)")
+    if r.exit_code == 127:
+        return Check("sudo", n.name, SKIP, "no sudo on this node")
+    if shell.needs_sudo_password(r.stderr + r.stdout):
+        return Check("sudo", n.name, WARN, "sudo needs a password: " + shell.SUDOERS_HINT)
+    return Check("sudo", n.name, WARN, f"sudo -n failed: {r.tail(1)}")
+
+
+def _same_everywhere(
+    check_id: str,
+    what: str,
+    nodes: list[NodeConfig],
+    states: Mapping[str, NodeState],
+    transports: Mapping[str, Transport],
+    command: str,
+) -> Check:
+    answers: dict[str, str | None] = {}
+    for n in nodes:
+        if not states[n.name].reachable:
+            continue
+        r = _run(transports[n.name], command)
+        answers[n.name] = (
+            r.stdout.strip().split()[0] if r is not None and r.ok and r.stdout.strip() else None
+        )
+    missing = [n for n, v in answers.items() if v is None]
+    if missing:
+        return Check(check_id, None, FAIL, f"{what} missing on {', '.join(missing)}")
+    if len(set(answers.values())) > 1:
+        detail = ", ".join(f"{n} {v[:19]}" for n, v in answers.items() if v)
+        return Check(check_id, None, WARN, f"{what} differs between nodes: {detail}")
+    if not answers:
+        return Check(check_id, None, SKIP, "no node reachable")
+    return Check(check_id, None, PASS, f"{what}: the same on {len(answers)} nodes")
+
+
+def _model_files(
+    path: str,
+    nodes: list[NodeConfig],
+    states: Mapping[str, NodeState],
+    transports: Mapping[str, Transport],
+) -> Check:
+    sizes: dict[str, int | None] = {}
+    for n in nodes:
+        if not states[n.name].reachable:
+            continue
+        # ssh sessions start in $HOME, so '~/x' is 'x' there; locally expand it here
+        p = (
+            os.path.expanduser(path)
+            if n.is_local
+            else (path[2:] if path.startswith("~/") else path)
+        )
+        r = _run(transports[n.name], shell.fill(commands.MODEL_SIZE, {"path": p}), timeout=120)
+        first = r.stdout.split()[0] if r is not None and r.ok and r.stdout.split() else ""
+        sizes[n.name] = int(first) if first.isdigit() else None
+    missing = [n for n, v in sizes.items() if v is None]
+    if missing:
+        return Check("model-files", None, FAIL, f"{path}: missing on {', '.join(missing)}")
+    if len(set(sizes.values())) > 1:
+        detail = ", ".join(f"{n} {v:,} bytes" for n, v in sizes.items() if v is not None)
+        return Check(
+            "model-files", None, FAIL, f"{path}: sizes differ ({detail}): a copy is incomplete"
+        )
+    if not sizes:
+        return Check("model-files", None, SKIP, f"{path}: no node reachable")
+    size = next(iter(sizes.values())) or 0
+    return Check("model-files", None, PASS, f"{path}: {size / (1 << 30):.1f} GiB on every node")
+
+
+def recipe_model_paths(model_path: str, volumes: Iterable[str]) -> list[str]:
+    """Where a recipe's model lives on the nodes (host side), from the path the serve
+    command loads inside the container and the recipe's `HOST:CONTAINER` volumes.
+
+    A Hugging Face id is looked up in the container's HF cache
+    (/root/.cache/huggingface/hub/models--ORG--NAME). `$HOME/` becomes `~/`.
+    """
+    inside = model_path
+    if not model_path.startswith("/"):
+        if model_path.count("/") != 1:
+            return []
+        inside = "/root/.cache/huggingface/hub/models--" + model_path.replace("/", "--")
+    best: tuple[int, str] | None = None
+    for volume in volumes:
+        parts = volume.split(":")
+        if len(parts) < 2:
+            continue
+        host, container = parts[0], parts[1].rstrip("/")
+        if (inside == container or inside.startswith(container + "/")) and (
+            best is None or len(container) > best[0]
+        ):
+            best = (len(container), host + inside[len(container) :])
+    if best is None:
+        return [inside] if model_path.startswith("/") else []
+    host_path = best[1]
+    for home in ("$HOME/", "${HOME}/"):
+        if host_path.startswith(home):
+            host_path = "~/" + host_path[len(home) :]
+    return [host_path]
