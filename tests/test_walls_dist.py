@@ -115,6 +115,12 @@ def cause_id(wall_id: str, facts: dict[str, object]) -> str | None:
         # nccl-timeout: interfaces first, then CUDA graphs per engine, then SGLang's timeout.
         (
             "nccl-timeout",
+            {"nccl.library_builds": 2, "recipe.engine": "vllm"},
+            "nccl-dual-build",
+            "collect-nccl-evidence",
+        ),
+        (
+            "nccl-timeout",
             {"recipe.engine": "vllm", "recipe.cuda_graphs": True},
             "fabric-interface-unset",
             "pin-fabric-interfaces",
