@@ -152,6 +152,7 @@ class SimNode:
 
     @property
     def cuda_total_gib(self) -> float:
+        self.settle()
         return DRM_OVERRIDE_CUDA_GIB if self.drm_active else CUDA_TOTAL_GIB
 
     def memory(self, now: float | None = None) -> MemorySnapshot:
