@@ -1,0 +1,408 @@
+"""Fixes as typed actions, run for real through LocalTransport with shim tools.
+
+Preview == run byte for byte; dry runs and refused confirmations run nothing;
+read-only refuses; one fix at a time; failures and interruptions leave a whole,
+readable journal that says which nodes got what; verify is checked and journaled.
+"""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from spark_tui import paths
+from spark_tui.entry import main
+from spark_tui.kb.loader import parse_wall
+from spark_tui.kb.schema import ACTION_FIELDS, Fix
+from spark_tui.nodes.cluster import ClusterConfig, NodeConfig
+from spark_tui.recipes.loader import load_recipes
+from spark_tui.recipes.revisions import RevisionStore
+from spark_tui.remedy.fixes import ReadOnlyRefused, plan_fix, run_fix
+from spark_tui.remedy.journal import FixAlreadyRunning, FixLock, Journal, interrupted_fixes
+from spark_tui.remedy.render import BOOT_ID_COMMAND
+from spark_tui.yamlfile import parse_yaml
+from tests.remedy_shims import make_world
+from tests.test_remedy_launch import StepClock
+
+CLUSTER = ClusterConfig(
+    nodes=(
+        NodeConfig("spark1", "local", "head", fabric_if="enP7s7", fabric_ip="10.10.10.1"),
+        NodeConfig("spark2", "local", "worker", fabric_if="enp1s0f1np1", fabric_ip="10.10.10.2"),
+    ),
+    recipe="minimax-m2.7-mxfp4-vllm-tp2",
+    source="test",
+)
+
+
+def fix_from(yaml_fix: str, wall_id: str = "test-wall") -> Fix:
+    """A Fix parsed by the real knowledge-base loader from a wall's YAML."""
+    text = textwrap.dedent(
+        f"""
+        id: {wall_id}
+        title: test wall
+        severity: error
+        kind: log
+        engines: [any]
+        summary: A test wall. It has one fix.
+        signatures:
+          - log: 'test wall line'
+        references: [tests/test_remedy_fixes.py]
+        fixes:
+        """
+    ) + textwrap.indent(textwrap.dedent(yaml_fix), "  ")
+    return parse_wall(parse_yaml(text, "test.yaml"), "test.yaml").fixes[0]
+
+
+RUN_FIX = """
+- id: set-fabric
+  title: Tell each node its fabric interface
+  risk: safe
+  root: false
+  actions:
+    - type: run
+      on: all
+      command: echo {node.fabric_if} {node.fabric_ip} {head.fabric_ip} > /dev/null
+"""
+
+
+def recipe():
+    return load_recipes().get("minimax-m2.7-mxfp4-vllm-tp2")
+
+
+def test_every_action_type_renders_with_real_values() -> None:
+    actions = {
+        "run": "command: 'ip link show {node.fabric_if}'\n      on: workers",
+        "patch-recipe": "target: serve\n      set_args: {--max-num-seqs: 64}\n      unset_env: [OMP_NUM_THREADS]",
+        "restart-ray": "args: {--object-store-memory: 1073741824}\n      env: {RAY_memory_monitor_refresh_ms: '0'}",
+        "reboot": "on: seen",
+        "move-aside": "path: /etc/modprobe.d/zz-nvidia-drm-override.conf\n      on: all",
+        "switch-recipe": "to: minimax-m2.7-nvfp4-vllm-tp2",
+        "stop-stack": "on: all",
+        "relaunch": "clean: true",
+        "collect-evidence": "items: [log-tail, py-spy, readings, kernel-log-previous-boot, pstore, nvidia-bug-report, nccl-libraries]\n      on: head",
+    }
+    assert set(actions) == set(ACTION_FIELDS)
+    body = "\n".join(f"    - type: {t}\n      {p}" for t, p in actions.items())
+    fix = fix_from(
+        f"- id: all\n  title: every action\n  risk: destructive\n  root: true\n  actions:\n{body}\n"
+    )
+    plan = plan_fix(
+        fix, CLUSTER, recipe(), seen="spark2", stamp="S1", recipes=load_recipes().recipes
+    )
+    by_type = {a.type: a for a in plan.actions}
+    assert by_type["run"].commands[0].command == "ip link show enp1s0f1np1"
+    assert by_type["patch-recipe"].diff.count("+    --max-num-seqs: 64") == 1
+    assert "-    OMP_NUM_THREADS: '8'" in by_type["patch-recipe"].diff
+    assert [c.node for c in by_type["reboot"].commands] == ["spark2"]
+    assert by_type["reboot"].commands[0].command == "sudo -n sh -c reboot"
+    mv = by_type["move-aside"].commands[0].command
+    assert mv == (
+        "sudo -n sh -c 'mv -n -- /etc/modprobe.d/zz-nvidia-drm-override.conf "
+        "/etc/modprobe.d/zz-nvidia-drm-override.conf.spark-tui-backup-S1'"
+    )
+    ray = by_type["restart-ray"].launch
+    assert ray is not None and [s.id for s in ray.steps][-1] == "wait-ray"
+    assert any("--object-store-memory=1073741824" in s.command for s in ray.steps)
+    assert by_type["switch-recipe"].switch_to == "minimax-m2.7-nvfp4-vllm-tp2"
+    # the relaunch after the patches and the switch launches the switched-to recipe
+    relaunch = by_type["relaunch"].launch
+    assert relaunch is not None and relaunch.recipe.id == "minimax-m2.7-nvfp4-vllm-tp2"
+    assert len(by_type["collect-evidence"].commands) == 7
+    text = "\n".join(plan.preview_lines())
+    assert "<node." not in text and "{node." not in text
+    for action in plan.actions:
+        for c in action.commands:
+            assert c.command in text
+
+
+def test_preview_equals_run_byte_for_byte(tmp_path: Path) -> None:
+    victim = tmp_path / "zz-override.conf"
+    victim.write_text("options nvidia-drm modeset=1\n")
+    fix = fix_from(
+        f"""
+        - id: mixed
+          title: Run, move aside, stop the stack
+          risk: destructive
+          root: true
+          actions:
+            - type: run
+              on: all
+              command: echo {{node.fabric_if}} {{node.name}} {{head.fabric_ip}}
+            - type: move-aside
+              path: {victim}
+              on: seen
+            - type: stop-stack
+              on: all
+        """
+    )
+    world = make_world(tmp_path / "w", CLUSTER)
+    plan = plan_fix(fix, CLUSTER, recipe(), seen="spark1", stamp="S2")
+    preview = plan.preview_lines()
+    result = run_fix(plan, world.transports, yes=True, clock=StepClock())
+    assert result.ok, result.message
+    for node, transport in world.transports.items():
+        ran = [c for c in transport.commands if c != BOOT_ID_COMMAND]
+        planned = [c.command for c in plan.commands() if c.node == node]
+        assert ran == planned  # the same strings, byte for byte
+        assert all(c in preview for c in ran)
+    assert not victim.exists()
+    assert (tmp_path / "zz-override.conf.spark-tui-backup-S2").read_text().startswith("options")
+    assert result.done == {
+        "spark1": ["run", "move-aside", "stop-stack"],
+        "spark2": ["run", "stop-stack"],
+    }
+
+
+def test_dry_run_executes_and_journals_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    world = make_world(tmp_path / "w", CLUSTER)
+    _user_wall(RUN_FIX)
+    config = _cluster_file(tmp_path)
+    monkeypatch.setenv("PATH", world.env("spark1")["PATH"])
+    for key in ("NODE", "NODE_STATE", "SHIM_SHARED", "SHIM_LOG"):
+        monkeypatch.setenv(key, world.env("spark1")[key])
+    assert main(["fix", "test-wall", "--dry-run", "--config", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert "echo enP7s7 10.10.10.1 10.10.10.1 > /dev/null" in out
+    assert "dry run: nothing was executed" in out
+    assert not (paths.state_dir() / "journal.jsonl").exists()
+    assert world.calls() == []
+
+
+def test_cli_fix_runs_verifies_and_journals(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    world = make_world(tmp_path / "w", CLUSTER)
+    _user_wall(RUN_FIX + "  verify: [memory.total_gib > 0]\n")
+    config = _cluster_file(tmp_path)
+    env = world.env("spark1")
+    for key in ("PATH", "NODE", "NODE_STATE", "SHIM_SHARED", "SHIM_LOG"):
+        monkeypatch.setenv(key, env[key])
+    assert main(["fix", "test-wall", "--yes", "--config", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert "verify [spark1] memory.total_gib > 0: holds" in out
+    events = [e["event"] for e in Journal().entries()]
+    assert events[0] == "fix-start" and events[-1] == "fix-end"
+    assert events.count("command") == 1 and events.count("verify") == 1
+
+
+def test_refused_confirmation_executes_nothing(tmp_path: Path) -> None:
+    world = make_world(tmp_path / "w", CLUSTER)
+    fix = fix_from(RUN_FIX.replace("risk: safe", "risk: disruptive"))
+    asked: list[tuple[str, tuple[str, ...]]] = []
+
+    def refuse(prompt: str, nodes: tuple[str, ...]) -> bool:
+        asked.append((prompt, nodes))
+        return False
+
+    result = run_fix(plan_fix(fix, CLUSTER), world.transports, confirm=refuse)
+    assert not result.ok and "nothing ran" in result.message
+    assert asked and asked[0][1] == ("spark1", "spark2")
+    assert "spark1" in asked[0][0] and "spark2" in asked[0][0]
+    assert world.calls() == [] and all(not t.commands for t in world.transports.values())
+    assert Journal().entries() == []
+
+
+def test_read_only_refuses_every_action(tmp_path: Path) -> None:
+    world = make_world(tmp_path / "w", CLUSTER)
+    with pytest.raises(ReadOnlyRefused, match="read-only"):
+        run_fix(plan_fix(fix_from(RUN_FIX), CLUSTER), world.transports, read_only=True, yes=True)
+    assert all(not t.commands for t in world.transports.values())
+    assert Journal().entries() == []
+
+
+def test_a_fix_already_running_cannot_start_again(tmp_path: Path) -> None:
+    world = make_world(tmp_path / "w", CLUSTER)
+    with FixLock() as held:
+        held.acquire("fix other (test)")
+        with pytest.raises(FixAlreadyRunning, match="fix other"):
+            run_fix(plan_fix(fix_from(RUN_FIX), CLUSTER), world.transports, yes=True)
+    assert all(not t.commands for t in world.transports.values())
+    # released: it runs now
+    assert run_fix(plan_fix(fix_from(RUN_FIX), CLUSTER), world.transports, yes=True).ok
+
+
+def test_failure_names_node_and_leaves_the_journal_whole(tmp_path: Path) -> None:
+    world = make_world(tmp_path / "w", CLUSTER, SUDO_NEEDS_PASSWORD="1")
+    fix = fix_from(
+        """
+        - id: drop
+          title: Drop caches
+          risk: safe
+          root: true
+          actions:
+            - type: run
+              on: all
+              command: sync; echo 3 > /proc/sys/vm/drop_caches
+              root: true
+        """
+    )
+    result = run_fix(plan_fix(fix, CLUSTER), world.transports, yes=True)
+    assert not result.ok and result.failed_node == "spark1"
+    assert "run failed on spark1" in result.message and "sudo needs a password" in result.message
+    entries = Journal().entries()
+    assert [e["event"] for e in entries] == ["fix-start", "command", "fix-end"]
+    assert entries[1]["exit_code"] == 1 and "password is required" in entries[1]["output_tail"]
+    assert entries[2]["status"] == "failed"
+    assert world.transports["spark2"].commands == []  # stopped at the first failure
+
+
+def test_interrupted_fix_says_which_nodes_got_it(tmp_path: Path) -> None:
+    world = make_world(tmp_path / "w", CLUSTER)
+
+    def interrupt_on_spark2(ev) -> None:
+        if ev.node == "spark2" and ev.status == "running":
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_fix(
+            plan_fix(fix_from(RUN_FIX), CLUSTER),
+            world.transports,
+            yes=True,
+            emit=interrupt_on_spark2,
+        )
+    entries = Journal().entries()
+    assert [e["event"] for e in entries] == ["fix-start", "command", "fix-interrupted"]
+    assert entries[-1]["done"] == {"spark1": ["run"]}
+    # a hard crash (no interrupt record, a torn last line) is still readable
+    journal = paths.state_dir() / "journal.jsonl"
+    lines = journal.read_text().splitlines()
+    journal.write_text("\n".join(lines[:-1]) + '\n{"event": "comm')
+    found = interrupted_fixes()
+    assert len(found) == 1 and found[0].done == {"spark1": ["run"]}
+    assert "done on spark1 (run); not reached: spark2" in found[0].describe()
+
+
+def test_verify_runs_on_fresh_facts_and_is_journaled(tmp_path: Path) -> None:
+    world = make_world(tmp_path / "w", CLUSTER)
+    fix = fix_from(RUN_FIX + "  verify: [memory.cached_gib < 5]\n")
+    cached = {"spark1": 2.0, "spark2": 30.0}
+    result = run_fix(
+        plan_fix(fix, CLUSTER),
+        world.transports,
+        yes=True,
+        verify_facts=lambda node: {"memory.cached_gib": cached[node]},
+    )
+    assert [(v.node, v.holds) for v in result.verify] == [("spark1", True), ("spark2", False)]
+    assert result.verified is False and "does not hold" in result.message
+    verifies = [e for e in Journal().entries() if e["event"] == "verify"]
+    assert [(e["node"], e["holds"]) for e in verifies] == [("spark1", True), ("spark2", False)]
+
+
+def test_patch_recipe_makes_a_revision_and_verifies_recipe_facts(tmp_path: Path) -> None:
+    world = make_world(tmp_path / "w", CLUSTER)
+    fix = fix_from(
+        """
+        - id: lower-util
+          title: Lower --gpu-memory-utilization
+          risk: safe
+          root: false
+          actions:
+            - type: patch-recipe
+              target: serve
+              set_args: {--gpu-memory-utilization: 0.78}
+          verify: ["recipe.serve_args.--gpu-memory-utilization <= 0.8"]
+        """
+    )
+    result = run_fix(plan_fix(fix, CLUSTER, recipe()), world.transports, yes=True)
+    assert result.ok and result.verified is True
+    assert result.recipe is not None and result.recipe.revision == 1
+    assert load_recipes().get(recipe().id).serve.args["--gpu-memory-utilization"] == 0.78
+    revs = RevisionStore().revisions(recipe().id)
+    assert [r.number for r in revs] == [0, 1]
+    assert "+    --gpu-memory-utilization: 0.78" in revs[1].diff
+    assert world.calls() == []  # a recipe patch touches no node
+
+
+def test_reboot_waits_for_the_node_with_a_countdown(tmp_path: Path) -> None:
+    world = make_world(tmp_path / "w", CLUSTER)
+    fix = fix_from(
+        """
+        - id: reboot
+          title: Reboot the node
+          risk: destructive
+          root: true
+          actions:
+            - type: reboot
+              on: seen
+        """
+    )
+    events = []
+    result = run_fix(
+        plan_fix(fix, CLUSTER, seen="spark2"),
+        world.transports,
+        confirm=lambda prompt, nodes: nodes == ("spark2",),
+        emit=events.append,
+        clock=StepClock(),
+    )
+    assert result.ok, result.message
+    assert world.calls("spark2") == ["sudo -n sh -c reboot"] and world.calls("spark1") == []
+    countdown = [e.detail for e in events if e.step == "reboot" and "left" in e.detail]
+    assert countdown and countdown[0] == "waiting for spark2 to come back: 900 s left"
+    assert any(e.get("action") == "reboot-wait" for e in Journal().entries())
+
+
+def test_restart_ray_patches_and_restarts_every_node(tmp_path: Path) -> None:
+    world = make_world(tmp_path / "w", CLUSTER)
+    fix = fix_from(
+        """
+        - id: cap-object-store
+          title: Cap Ray's object store
+          risk: disruptive
+          root: false
+          actions:
+            - type: restart-ray
+              args: {--object-store-memory: 1073741824}
+          verify: ["recipe.ray.args.--object-store-memory <= 2147483648"]
+        """
+    )
+    result = run_fix(
+        plan_fix(fix, CLUSTER, recipe()), world.transports, yes=True, clock=StepClock()
+    )
+    assert result.ok, result.message
+    assert result.verified is True
+    worker = [c for c in world.calls("spark2") if c.startswith("docker run")]
+    assert worker and "--object-store-memory=1073741824" in worker[0]
+    assert RevisionStore().current(recipe().id).ray.args["--object-store-memory"] == 1073741824
+
+
+def _user_wall(fix_yaml: str) -> None:
+    d = paths.user_knowledge_dir()
+    d.mkdir(parents=True, exist_ok=True)
+    text = textwrap.dedent(
+        """
+        id: test-wall
+        title: test wall
+        severity: error
+        kind: log
+        engines: [any]
+        summary: A test wall. It has one fix.
+        signatures:
+          - log: 'test wall line'
+        references: [tests/test_remedy_fixes.py]
+        fixes:
+        """
+    ) + textwrap.indent(textwrap.dedent(fix_yaml), "  ")
+    (d / "test-wall.yaml").write_text(text)
+
+
+def _cluster_file(tmp_path: Path) -> Path:
+    p = tmp_path / "cluster.yaml"
+    p.write_text(
+        textwrap.dedent(
+            """
+            nodes:
+              - name: spark1
+                host: local
+                role: head
+                fabric_if: enP7s7
+                fabric_ip: 10.10.10.1
+            """
+        )
+    )
+    assert os.path.exists(p)
+    return p
