@@ -255,7 +255,7 @@ def _wall_checks(
                     Check(wall.id, node, SKIP, f"not readable here ({', '.join(missing[:4])})")
                 )
             else:
-                out.append(Check(wall.id, node, PASS, f"not seen: {wall.title.lower()}"))
+                out.append(Check(wall.id, node, PASS, f"not seen ({wall.title})"))
     return out
 
 
@@ -371,6 +371,8 @@ def _leftovers(n: NodeConfig, s: NodeState) -> Check:
         )
     unread = [k for k in ("containers", "gpu-apps") if k in s.unavailable]
     detail = "no containers, Ray or GPU processes"
+    if len(unread) == 2:
+        return Check("leftovers", n.name, SKIP, "; ".join(s.unavailable[k] for k in unread))
     if unread:
         detail += " (not read: " + ", ".join(f"{k}: {s.unavailable[k]}" for k in unread) + ")"
     return Check("leftovers", n.name, PASS, detail)
