@@ -1,0 +1,104 @@
+"""`spark-tui report`: Markdown with nodes, recipe revisions and diffs, diagnoses, journal.
+And the CLI's own confirmation: anything but 'yes' runs nothing."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+from spark_tui import paths
+from spark_tui.entry import main
+from spark_tui.recipes.loader import load_recipes
+from spark_tui.recipes.revisions import RevisionStore
+from spark_tui.remedy.journal import Journal
+from tests.remedy_shims import make_world
+from tests.test_remedy_fixes import CLUSTER, RUN_FIX, _cluster_file, _user_wall
+
+CHECK_WALL = """\
+id: test-object-store
+title: ray start without --object-store-memory
+severity: warning
+kind: check
+engines: [ray]
+summary: Ray reserves ~30 % of unified memory. Cap it.
+signatures:
+  - when: ["recipe.ray.args.--object-store-memory is unset"]
+    scope: recipe
+references: [seeds/002_17709da065758170.txt]
+fixes:
+  - id: cap
+    title: Cap the object store
+    risk: disruptive
+    root: false
+    actions:
+      - type: restart-ray
+        args: {--object-store-memory: 1073741824}
+"""
+
+
+def test_report_has_nodes_recipe_revisions_diagnoses_and_journal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kdir = paths.user_knowledge_dir()
+    kdir.mkdir(parents=True)
+    (kdir / "test-object-store.yaml").write_text(CHECK_WALL)
+    recipe = load_recipes().get("minimax-m2.7-nvfp4-vllm-tp2")
+    RevisionStore().patch(
+        recipe, note="fix lower-util", set_args={"--gpu-memory-utilization": 0.78}
+    )
+    Journal().append(
+        event="command",
+        run="r1",
+        fix="drop-page-caches",
+        node="spark2",
+        action="run",
+        command="sudo -n sh -c 'sync; echo 3 > /proc/sys/vm/drop_caches'",
+        exit_code=1,
+        output_tail="sudo: a password is required",
+    )
+    log = tmp_path / "serve.log"
+    log.write_text(
+        "INFO x\nWARNING Your GPU does not have native support for FP4 computation but "
+        "FP4 quantization is being used.\n"
+    )
+    cfg = tmp_path / "cluster.yaml"
+    cfg.write_text(
+        "recipe: minimax-m2.7-nvfp4-vllm-tp2\nnodes:\n"
+        "  - {name: spark1, host: 10.0.0.1, role: head, fabric_if: bond0, fabric_ip: 10.0.0.1}\n"
+        "  - {name: spark2, host: 10.0.0.2, role: worker, fabric_if: bond0, fabric_ip: 10.0.0.2}\n"
+    )
+    out_file = tmp_path / "report.md"
+    assert main(["report", str(log), "--config", str(cfg), "--offline", "-o", str(out_file)]) == 0
+    md = out_file.read_text()
+    assert "| spark2 | worker | 10.0.0.2 | bond0 10.0.0.2 |" in md
+    assert "`minimax-m2.7-nvfp4-vllm-tp2`" in md and "revision in use: 1" in md
+    assert "**revision 1**" in md and "+    --gpu-memory-utilization: 0.78" in md
+    assert "### fp4-marlin-fallback-notice (info)" in md and f"`{log}:2`" in md
+    assert "### test-object-store (warning)" in md
+    assert "recipe.ray.args.--object-store-memory is unset" in md
+    assert "| spark2 | run |" in md
+    assert "sudo: a password is required" in md  # the failed command's output
+    assert md.count("```") % 2 == 0
+
+
+def test_cli_confirmation_no_runs_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    world = make_world(tmp_path / "w", CLUSTER)
+    _user_wall(RUN_FIX)
+    env = world.env("spark1")
+    for key in ("PATH", "NODE", "NODE_STATE", "SHIM_SHARED", "SHIM_LOG"):
+        monkeypatch.setenv(key, env[key])
+    monkeypatch.setattr("sys.stdin", io.StringIO("n\n"))
+    assert main(["fix", "test-wall", "--config", str(_cluster_file(tmp_path))]) == 1
+    err = capsys.readouterr().err
+    assert "  - spark1" in err and "not confirmed: nothing ran" in err
+    assert world.calls() == [] and Journal().entries() == []
+    # --read-only refuses even with --yes
+    assert (
+        main(["--read-only", "fix", "test-wall", "--yes", "--config", str(_cluster_file(tmp_path))])
+        == 1
+    )
+    assert "read-only" in capsys.readouterr().err and world.calls() == []
