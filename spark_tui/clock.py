@@ -51,3 +51,11 @@ class ScaledClock:
     def advance(self, seconds: float) -> None:
         with self._lock:
             self._offset += seconds
+
+    def set_speed(self, speed: float) -> None:
+        """Change the speed from now on without a jump in time (the demo's speed key, tests)."""
+        with self._lock:
+            now_real = time.monotonic()
+            current = self._start_sim + (now_real - self._start_real) * self.speed + self._offset
+            self._start_sim, self._start_real, self._offset = current, now_real, 0.0
+            self.speed = speed

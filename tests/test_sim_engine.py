@@ -48,7 +48,10 @@ def test_page_cache_hog_fails_vllm_free_memory_check() -> None:
         c.clock.advance(60)
         log = serve_log(c)
         assert "ValueError: Free memory on device cuda:0 (" in log
-        assert "/119.67 GiB) on startup is less than desired GPU memory utilization (0.82, 98.13 GiB)" in log
+        assert (
+            "/119.67 GiB) on startup is less than desired GPU memory utilization (0.82, 98.13 GiB)"
+            in log
+        )
 
 
 def test_leak_fails_sglang_balance_check() -> None:
@@ -58,10 +61,16 @@ def test_leak_fails_sglang_balance_check() -> None:
         plan = render_plan(c.recipe, c.config)
         runner.run_step([s for s in plan.steps if s.id == "serve"][-1])
         c.clock.advance(60)
-        text = serve_log(c) + c.transports["spark2"].run(
-            f"docker exec {c.recipe.worker_container} cat {c.recipe.serve.log}"
-        ).stdout
-        assert "RuntimeError: The memory capacity is unbalanced. Some GPUs may be occupied by other processes." in text
+        text = (
+            serve_log(c)
+            + c.transports["spark2"]
+            .run(f"docker exec {c.recipe.worker_container} cat {c.recipe.serve.log}")
+            .stdout
+        )
+        assert (
+            "RuntimeError: The memory capacity is unbalanced. Some GPUs may be occupied by other processes."
+            in text
+        )
 
 
 def _launch_all_serves(c) -> None:
@@ -104,14 +113,19 @@ def test_vllm_cuda_graphs_across_nodes_time_out_after_a_few_requests() -> None:
                 break
         assert codes[-1] == 500 and 2 <= len(codes) <= 8
         c.clock.advance(60)
-        assert "ray.exceptions.RayChannelTimeoutError: System error: Timed out waiting for object available to read." in serve_log(c)
+        assert (
+            "ray.exceptions.RayChannelTimeoutError: System error: Timed out waiting for object available to read."
+            in serve_log(c)
+        )
 
 
 def test_unbounded_object_store_on_the_head_hits_nvrm_during_load() -> None:
     with build_sim_cluster("head-nvrm-oom", speed=SPEED) as c:
         launch(c)
         c.clock.advance(1200)
-        dmesg = c.transports["spark1"].run("dmesg --ctime 2>/dev/null | grep NVRM | tail -n 50").stdout
+        dmesg = (
+            c.transports["spark1"].run("dmesg --ctime 2>/dev/null | grep NVRM | tail -n 50").stdout
+        )
         assert "NVRM: nvCheckOkFailedNoLog: Check failed: Out of memory [NV_ERR_NO_MEMORY]" in dmesg
         assert "Application startup complete" not in serve_log(c)
         # the workers were not overcommitted
@@ -122,7 +136,10 @@ def test_missing_vllm_host_ip_trips_the_unique_ip_check() -> None:
     with build_sim_cluster("host-ip-mismatch", speed=SPEED) as c:
         launch(c)
         c.clock.advance(60)
-        assert "RuntimeError: Every node should have a unique IP address. Got 2 nodes with 3 unique IP addresses" in serve_log(c)
+        assert (
+            "RuntimeError: Every node should have a unique IP address. Got 2 nodes with 3 unique IP addresses"
+            in serve_log(c)
+        )
 
 
 def test_ray_client_driver_sees_one_gpu() -> None:
@@ -158,7 +175,10 @@ def test_memory_monitor_kills_after_warmup_unless_disabled() -> None:
         c.clock.advance(900)
         assert "Worker exit type: NODE_OUT_OF_MEMORY" in serve_log(c, hot)
     with build_sim_cluster("healthy", speed=SPEED) as c:
-        cool = apply_sets(c.recipe, ["serve.--gpu-memory-utilization=0.9", "ray.env.RAY_memory_monitor_refresh_ms=0"])
+        cool = apply_sets(
+            c.recipe,
+            ["serve.--gpu-memory-utilization=0.9", "ray.env.RAY_memory_monitor_refresh_ms=0"],
+        )
         launch(c, cool)
         c.clock.advance(900)
         log = serve_log(c, cool)
@@ -166,15 +186,26 @@ def test_memory_monitor_kills_after_warmup_unless_disabled() -> None:
 
 
 def _chat(url: str, n: int, stream: bool = False) -> bytes:
-    body = json.dumps({"model": "x", "messages": [{"role": "user", "content": "hi"}], "max_tokens": n, "stream": stream})
-    req = urllib.request.Request(url + "/v1/chat/completions", body.encode(), {"Content-Type": "application/json"})
+    body = json.dumps(
+        {
+            "model": "x",
+            "messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": n,
+            "stream": stream,
+        }
+    )
+    req = urllib.request.Request(
+        url + "/v1/chat/completions", body.encode(), {"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(req, timeout=30) as resp:
         return resp.read()
 
 
 def test_healthy_launch_serves_over_real_http_at_the_seed_rate() -> None:
     with build_sim_cluster("healthy", speed=200.0) as c:
-        result = LaunchRunner(c.transports, c.clock).run_steps(render_plan(c.recipe, c.config).steps)
+        result = LaunchRunner(c.transports, c.clock).run_steps(
+            render_plan(c.recipe, c.config).steps
+        )
         assert result.ok, result.describe()
         expected = models.info(c.recipe.model.id).tok_s
         assert result.tok_s == pytest.approx(expected, rel=0.15)

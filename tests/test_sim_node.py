@@ -65,13 +65,17 @@ def test_leak_survives_docker_rm_and_clears_on_reboot() -> None:
 def test_hard_killed_engine_leaks_and_graceful_stop_does_not() -> None:
     with build_sim_cluster("healthy", speed=1.0) as c:
         t = c.transports["spark1"]
-        t.run("docker run -d --name s1 img sh -c 'vllm serve /m --tensor-parallel-size 1 > /tmp/l 2>&1'")
+        t.run(
+            "docker run -d --name s1 img sh -c 'vllm serve /m --tensor-parallel-size 1 > /tmp/l 2>&1'"
+        )
         c.clock.advance(400)  # loaded and serving: the engine holds its memory
         assert meminfo_gib(t, "MemAvailable") < 30
         t.run("docker kill s1")
         leaked = 114 - meminfo_gib(t, "MemAvailable")
         assert 20 < leaked < 40
-        t.run("docker run -d --name s2 img sh -c 'vllm serve /m --tensor-parallel-size 1 > /tmp/l 2>&1'")
+        t.run(
+            "docker run -d --name s2 img sh -c 'vllm serve /m --tensor-parallel-size 1 > /tmp/l 2>&1'"
+        )
         before = meminfo_gib(t, "MemAvailable")
         c.clock.advance(400)
         t.run("docker stop s2")

@@ -18,8 +18,8 @@ def t():
 
 def test_lists_and_exit_codes(t) -> None:
     assert t.run("false && echo no || echo yes").stdout == "yes\n"
-    assert t.run("true; echo \"rc $?\"").stdout == "rc 0\n"
-    assert t.run("ls /nope; echo \"rc $?\"").stdout.endswith("rc 2\n")
+    assert t.run('true; echo "rc $?"').stdout == "rc 0\n"
+    assert t.run('ls /nope; echo "rc $?"').stdout.endswith("rc 2\n")
     assert t.run("exit-nothing").exit_code == 127
 
 
@@ -36,13 +36,15 @@ def test_quoting_from_spark_tui_shell_round_trips(t) -> None:
 
 
 def test_export_vars_and_substitution(t) -> None:
-    assert t.run("export A=1 B=two; echo \"$A-${B}\"").stdout == "1-two\n"
+    assert t.run('export A=1 B=two; echo "$A-${B}"').stdout == "1-two\n"
     assert t.run("X=5 sh -c 'echo $X'").stdout == "5\n"
     assert t.run("echo $(echo inner)").stdout == "inner\n"
 
 
 def test_pipes_into_grep_tail_head(t) -> None:
-    assert t.run("cat /proc/meminfo | grep -E 'MemTotal|MemFree' | head -n 1").stdout.startswith("MemTotal")
+    assert t.run("cat /proc/meminfo | grep -E 'MemTotal|MemFree' | head -n 1").stdout.startswith(
+        "MemTotal"
+    )
     assert t.run("cat /proc/meminfo | tail -n 2 | wc -l").stdout == "2\n"
     assert t.run("cat /proc/meminfo | grep -q Nope").exit_code == 1
 

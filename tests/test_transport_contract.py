@@ -14,10 +14,17 @@ from spark_tui.nodes.transport import Transport
 from tests.sshd_nodes import sshd_cluster  # noqa: F401  (fixture)
 
 
-@pytest.fixture(params=["local", "ssh"])
-def transport(request: pytest.FixtureRequest) -> Iterator[Transport]:
+@pytest.fixture(params=["local", "ssh", "sim"])
+def transport(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Transport]:
     if request.param == "local":
         t: Transport = LocalTransport(name="local")
+    elif request.param == "sim":
+        from spark_tui.sim import build_sim_cluster
+
+        sim = build_sim_cluster("healthy", speed=50.0)
+        request.addfinalizer(sim.close)
+        sim.nodes["spark1"].mounts.append(str(tmp_path))  # the test's files, read-only
+        t = sim.transports["spark1"]
     else:
         cluster = request.getfixturevalue("sshd_cluster")
         t = cluster.transport("spark1")

@@ -17,4 +17,11 @@ def scenario_names() -> list[str]:
     return list(scenarios())
 
 
-__all__ = ["DEFAULT_SCENARIO", "Scenario", "SimCluster", "build_sim_cluster", "scenario_names", "scenarios"]
+__all__ = [
+    "DEFAULT_SCENARIO",
+    "Scenario",
+    "SimCluster",
+    "build_sim_cluster",
+    "scenario_names",
+    "scenarios",
+]

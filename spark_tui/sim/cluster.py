@@ -100,7 +100,11 @@ def build_sim_cluster(
         recipe=s.recipe,
         source="<simulated>",
         simulated=True,
-        extra={"scenario": s.name, "recipe_dir": str(sc.variant_recipe_dir()), "recipe_sets": list(s.sets)},
+        extra={
+            "scenario": s.name,
+            "recipe_dir": str(sc.variant_recipe_dir()),
+            "recipe_sets": list(s.sets),
+        },
     )
     transports = {name: SimTransport(world, n) for name, n in world.nodes.items()}
     return SimCluster(config, transports, clock, world, s, dict(world.nodes))

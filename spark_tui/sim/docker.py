@@ -42,7 +42,9 @@ class SimContainer:
 
     def __post_init__(self) -> None:
         if not self.id:
-            self.id = hashlib.sha256(f"{self.node.name}:{self.name}:{self.created_at}".encode()).hexdigest()
+            self.id = hashlib.sha256(
+                f"{self.node.name}:{self.name}:{self.created_at}".encode()
+            ).hexdigest()
 
     @property
     def running(self) -> bool:
@@ -207,7 +209,21 @@ _RUN_VALUE_OPTS = {
     "--stop-timeout",
     "--mount",
 }
-_RUN_FLAGS = {"-d", "--detach", "-i", "-t", "-it", "-ti", "-itd", "-dit", "--rm", "--privileged", "--init", "--interactive", "--tty"}
+_RUN_FLAGS = {
+    "-d",
+    "--detach",
+    "-i",
+    "-t",
+    "-it",
+    "-ti",
+    "-itd",
+    "-dit",
+    "--rm",
+    "--privileged",
+    "--init",
+    "--interactive",
+    "--tty",
+}
 
 
 def parse_run(args: list[str]) -> tuple[dict[str, list[str]], set[str], list[str]] | str:
@@ -219,15 +235,17 @@ def parse_run(args: list[str]) -> tuple[dict[str, list[str]], set[str], list[str
         a = args[i]
         if not a.startswith("-"):
             return opts, flags, args[i:]
-        key, val = (a.split("=", 1) + [None])[:2] if a.startswith("--") and "=" in a else (a, None)
+        key, val = ([*a.split("=", 1), None])[:2] if a.startswith("--") and "=" in a else (a, None)
         if key in _RUN_VALUE_OPTS:
             if val is None:
                 if i + 1 >= len(args):
-                    return f'flag needs an argument: {key}'
+                    return f"flag needs an argument: {key}"
                 val = args[i + 1]
                 i += 1
             opts.setdefault(key, []).append(val)
-        elif key in _RUN_FLAGS or (key.startswith("-") and not key.startswith("--") and set(key[1:]) <= set("dit")):
+        elif key in _RUN_FLAGS or (
+            key.startswith("-") and not key.startswith("--") and set(key[1:]) <= set("dit")
+        ):
             flags.add(key)
         else:
             return f"unknown flag: {key}"

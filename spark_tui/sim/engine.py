@@ -70,7 +70,8 @@ class ServeSpec:
         text = " ".join(f"{k} {v}" for k, v in self.args.items()).lower().replace('"', "")
         compact = text.replace(" ", "")
         return not any(
-            w in compact for w in ("cudagraph_mode:none", "cudagraph_mode=none", "cudagraph_mode':'none")
+            w in compact
+            for w in ("cudagraph_mode:none", "cudagraph_mode=none", "cudagraph_mode':'none")
         )
 
 
@@ -179,7 +180,9 @@ class Engine:
         mi = models.info(self.spec.model)
         self.tok_s = mi.tok_s
         self.minfo = mi
-        digest = hashlib.sha256(f"{self.world.seed}:{self.start}:{self.spec.model}".encode()).digest()
+        digest = hashlib.sha256(
+            f"{self.world.seed}:{self.start}:{self.spec.model}".encode()
+        ).digest()
         self.rng = random.Random(digest)
 
     @property
@@ -205,7 +208,9 @@ class Engine:
         t = self.start
         v = {"pid": self.pid, "api_pid": self.api_pid}
         t = self._emit(self.sink, t + 1, logs.render("vllm", "init", ts=_ts(t + 1), **v), 0.2)
-        backend = str(spec.arg("--distributed-executor-backend", default="ray" if spec.tp > 1 else "mp"))
+        backend = str(
+            spec.arg("--distributed-executor-backend", default="ray" if spec.tp > 1 else "mp")
+        )
         self.uses_ray = backend == "ray"
         head_member = self._member(self.node, 0, self.sink, is_head=True)
         self.members = {self.node.name: head_member}
@@ -219,18 +224,26 @@ class Engine:
                 self._emit(
                     self.sink,
                     t,
-                    logs.render("vllm", "ray-client-single-gpu", pid=self.pid, tp=spec.tp, gpus=gpus, ip=ip),
+                    logs.render(
+                        "vllm", "ray-client-single-gpu", pid=self.pid, tp=spec.tp, gpus=gpus, ip=ip
+                    ),
                 )
             self.waiting_placement = True
-            specs = "[" + ", ".join(
-                [f"{{'GPU': 1.0, 'node:{ip}': 0.001}}"] + ["{'GPU': 1.0}"] * (spec.tp - 1)
-            ) + "]"
+            specs = (
+                "["
+                + ", ".join(
+                    [f"{{'GPU': 1.0, 'node:{ip}': 0.001}}"] + ["{'GPU': 1.0}"] * (spec.tp - 1)
+                )
+                + "]"
+            )
             wait = 10
             for _ in range(14):  # vLLM keeps waiting, doubling the interval
                 self._emit(
                     self.sink,
                     t + wait,
-                    logs.render("vllm", "placement-group-wait", ts=_ts(t + wait), secs=wait, specs=specs),
+                    logs.render(
+                        "vllm", "placement-group-wait", ts=_ts(t + wait), secs=wait, specs=specs
+                    ),
                 )
                 wait *= 2
             return
@@ -253,7 +266,13 @@ class Engine:
                     self.sink,
                     t,
                     logs.render(
-                        "vllm", "unique-ip", ts=_ts(t), n=len(self.members), m=len(ips), ips=shown, **v
+                        "vllm",
+                        "unique-ip",
+                        ts=_ts(t),
+                        n=len(self.members),
+                        m=len(ips),
+                        ips=shown,
+                        **v,
                     ),
                 )
                 self._die(t + 0.5, "unique IP check")
@@ -327,7 +346,9 @@ class Engine:
                     ),
                 )
             t += shapes * 0.4 + 0.5
-            self._emit(self.sink, t, logs.render("vllm", "capture-end", ts=_ts(t), secs=14, gib="0.52"))
+            self._emit(
+                self.sink, t, logs.render("vllm", "capture-end", ts=_ts(t), secs=14, gib="0.52")
+            )
             # graphs replayed over NCCL across nodes wedge the compiled DAG after 2-8 requests (seed 003)
             if self.uses_ray and len(self.members) > 1:
                 self.fail_on_request = self.rng.randint(2, 8)
@@ -339,7 +360,15 @@ class Engine:
         self._emit(
             self.sink,
             t,
-            logs.render("vllm", "engine-ready", ts=_ts(t), secs=f"{t - self.start:.2f}", host=host, port=spec.port, **v),
+            logs.render(
+                "vllm",
+                "engine-ready",
+                ts=_ts(t),
+                secs=f"{t - self.start:.2f}",
+                host=host,
+                port=spec.port,
+                **v,
+            ),
             0.05,
         )
         self.serving_from = t + 0.5
@@ -357,7 +386,9 @@ class Engine:
                     logs.render(
                         "vllm",
                         "memory-monitor-kill",
-                        ray_ts=dt.datetime.fromtimestamp(kill, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S,%f")[:-3],
+                        ray_ts=dt.datetime.fromtimestamp(kill, dt.timezone.utc).strftime(
+                            "%Y-%m-%d %H:%M:%S,%f"
+                        )[:-3],
                         raylet_pid=self.pid - 900,
                         node_id=head_ray.node_id,
                         ip=head_ray.node_ip,
@@ -406,7 +437,15 @@ class Engine:
                 return
         for m in self.members.values():
             self._emit(
-                m.sink, t, logs.render("sglang", "load-begin", ts=_ts_sglang(t), rank=m.rank, gb=f"{frees[m.node.name]:.2f}")
+                m.sink,
+                t,
+                logs.render(
+                    "sglang",
+                    "load-begin",
+                    ts=_ts_sglang(t),
+                    rank=m.rank,
+                    gb=f"{frees[m.node.name]:.2f}",
+                ),
             )
         t = self._plan_load(t + 0.5, "sglang", {})
         if t < 0:
@@ -437,7 +476,13 @@ class Engine:
         if spec.cuda_graphs:
             self.capture_start = t
             for m in self.members.values():
-                self._emit(m.sink, t, logs.render("sglang", "capture-begin", ts=_ts_sglang(t), rank=m.rank, gb="4.02"))
+                self._emit(
+                    m.sink,
+                    t,
+                    logs.render(
+                        "sglang", "capture-begin", ts=_ts_sglang(t), rank=m.rank, gb="4.02"
+                    ),
+                )
             if len(self.members) > 1:
                 # NCCL inside the graph across nodes: every rank spins, nothing more is printed (seed 000)
                 self.capture_hang = True
@@ -469,7 +514,11 @@ class Engine:
 
     def _member(self, node: SimNode, rank: int, sink: TimedLog | None, is_head: bool) -> Member:
         total_gib = self.minfo.total_gb * 1e9 / GIB
-        ranks = max(1, self.spec.tp) if self.spec.kind == "vllm" else max(1, int(self.spec.num("--nnodes", default=1)))
+        ranks = (
+            max(1, self.spec.tp)
+            if self.spec.kind == "vllm"
+            else max(1, int(self.spec.num("--nnodes", default=1)))
+        )
         if self.spec.kind == "sglang":
             ranks = max(ranks, self.spec.tp)
         weights = total_gib / ranks
@@ -493,11 +542,9 @@ class Engine:
         duration = weights * GIB / 1e9 / models.LOAD_GB_PER_S
         self.load_start, self.load_end = t, t + duration
         # the Ray object store of the head fills while the driver loads (seed 002)
-        head_ray = None
         if self.uses_ray:
             head = self.world.ray_head()
             if head is not None and head[0].name in self.members:
-                head_ray = head
                 self.members[head[0].name].object_store_gib = head[2].object_store_gib
         fail_p: float | None = None
         fail_kind = ""
@@ -539,9 +586,13 @@ class Engine:
             self.fail_load_at = tf
             assert fail_node is not None
             if fail_kind == "nvrm":
-                stamp = dt.datetime.fromtimestamp(tf, dt.timezone.utc).strftime("%a %b %d %H:%M:%S %Y")
+                stamp = dt.datetime.fromtimestamp(tf, dt.timezone.utc).strftime(
+                    "%a %b %d %H:%M:%S %Y"
+                )
                 for i in range(3):
-                    fail_node.dmesg.append((tf + i * 0.01, f"[{stamp}] " + logs.render("nvrm", "out-of-memory")[0]))
+                    fail_node.dmesg.append(
+                        (tf + i * 0.01, f"[{stamp}] " + logs.render("nvrm", "out-of-memory")[0])
+                    )
                 # the rank stops answering; the engine goes silent and dies
                 self._die(tf + 30, "NVRM: out of memory")
             else:
@@ -564,7 +615,13 @@ class Engine:
             return -1
         t = t + duration + 0.5
         if kind == "vllm":
-            self._emit(self.sink, t, logs.render("vllm", "load-done", ts=_ts(t), pid=self.pid, gb=f"{weights * GIB / 1e9:.4f}"))
+            self._emit(
+                self.sink,
+                t,
+                logs.render(
+                    "vllm", "load-done", ts=_ts(t), pid=self.pid, gb=f"{weights * GIB / 1e9:.4f}"
+                ),
+            )
         return t
 
     def _steady_fraction(self, node: SimNode) -> float:
@@ -586,7 +643,9 @@ class Engine:
         """Stopped from outside (docker stop/kill, ray stop, reboot)."""
         if not self.alive(t):
             return
-        for sink in {id(m.sink): m.sink for m in self.members.values() if m.sink is not None}.values():
+        for sink in {
+            id(m.sink): m.sink for m in self.members.values() if m.sink is not None
+        }.values():
             sink.cut_after(t)
         if self.sink is not None:
             self.sink.cut_after(t)
@@ -601,7 +660,9 @@ class Engine:
                     m.node.leaked_gib += min(LEAK_GIB, held * 0.5)
         self.dead_at = t
         self.dead_reason = reason
-        self.fail_load_at = self.fail_load_at if self.fail_load_at and self.fail_load_at <= t else None
+        self.fail_load_at = (
+            self.fail_load_at if self.fail_load_at and self.fail_load_at <= t else None
+        )
 
     def placement_done(self, now: float) -> bool:
         return self.placement_at is not None and now >= self.placement_at and self.alive(now)
@@ -611,7 +672,9 @@ class Engine:
             return 0.0
         end = self.load_end
         if self.fail_load_at is not None:
-            end = self.load_start + (self.load_end - self.load_start)  # progress stops at the failure
+            end = self.load_start + (
+                self.load_end - self.load_start
+            )  # progress stops at the failure
             now = min(now, self.fail_load_at)
         if self.dead_at is not None:
             now = min(now, self.dead_at)
@@ -696,7 +759,14 @@ class Engine:
         if self.sink is None:
             return
         kind = self.spec.kind
-        v = {"ts": _ts_sglang(t), "api_pid": self.api_pid, "client": "127.0.0.1:40418", "method": method, "path": path, "status": status}
+        v = {
+            "ts": _ts_sglang(t),
+            "api_pid": self.api_pid,
+            "client": "127.0.0.1:40418",
+            "method": method,
+            "path": path,
+            "status": status,
+        }
         self.sink.add(t, logs.render(kind, "request", **v)[0])
 
     # ---------------------------------------------------------------- serving --

@@ -70,7 +70,13 @@ def processes(world: SimWorld, node: SimNode, now: float) -> list[tuple[int, str
     return out
 
 
-def _query(fields: list[str], values: dict[str, str], noheader: bool, nounits: bool, headers: dict[str, str]) -> tuple[str, str]:
+def _query(
+    fields: list[str],
+    values: dict[str, str],
+    noheader: bool,
+    nounits: bool,
+    headers: dict[str, str],
+) -> tuple[str, str]:
     head = ", ".join(headers.get(f, f) for f in fields)
     if nounits:
         head = ", ".join(headers.get(f, f).split(" [")[0] for f in fields)
@@ -121,7 +127,10 @@ def nvidia_smi(argv: list[str], world: SimWorld, node: SimNode) -> Out:
         return Out(0, ("" if noheader else head + "\n") + row + "\n")
     if apps is not None:
         fields = [f.strip() for f in apps.split(",") if f.strip()]
-        head = ", ".join(APP_HEADERS.get(f, f).split(" [")[0] if nounits else APP_HEADERS.get(f, f) for f in fields)
+        head = ", ".join(
+            APP_HEADERS.get(f, f).split(" [")[0] if nounits else APP_HEADERS.get(f, f)
+            for f in fields
+        )
         lines = [] if noheader else [head]
         for pid, pname, mib in processes(world, node, now):
             vals = {
@@ -131,7 +140,12 @@ def nvidia_smi(argv: list[str], world: SimWorld, node: SimNode) -> Out:
                 "used_memory": f"{int(mib)} MiB",
                 "used_gpu_memory": f"{int(mib)} MiB",
             }
-            lines.append(", ".join(vals.get(f, "[N/A]").replace(" MiB", "") if nounits else vals.get(f, "[N/A]") for f in fields))
+            lines.append(
+                ", ".join(
+                    vals.get(f, "[N/A]").replace(" MiB", "") if nounits else vals.get(f, "[N/A]")
+                    for f in fields
+                )
+            )
         return Out(0, "".join(line + "\n" for line in lines))
     if args and args[0] == "dmon":
         count = 1
@@ -167,9 +181,7 @@ def dmon_header(args: list[str]) -> list[str]:
 
 def dmon_line(world: SimWorld, node: SimNode, t: float, args: list[str]) -> str:
     r = reading(world, node, t)
-    return (
-        f"    0 {int(r['power']):>6} {int(r['temp']):>6}      - {int(r['sm']):>6} {0:>6} {0:>6} {0:>6} {0:>6} {0:>6} "
-    )
+    return f"    0 {int(r['power']):>6} {int(r['temp']):>6}      - {int(r['sm']):>6} {0:>6} {0:>6} {0:>6} {0:>6} {0:>6} "
 
 
 def table(world: SimWorld, node: SimNode, now: float, r: dict[str, float]) -> str:
@@ -196,8 +208,12 @@ def table(world: SimWorld, node: SimNode, now: float, r: dict[str, float]) -> st
         "|=========================================================================================|",
     ]
     if not procs:
-        rows.append("|  No running processes found                                                             |")
+        rows.append(
+            "|  No running processes found                                                             |"
+        )
     for pid, name, mib in procs:
         rows.append(f"|    0   N/A  N/A          {pid:>7}      C   {name:<34}{int(mib):>7}MiB |")
-    rows.append("+-----------------------------------------------------------------------------------------+")
+    rows.append(
+        "+-----------------------------------------------------------------------------------------+"
+    )
     return "\n".join(rows) + "\n"

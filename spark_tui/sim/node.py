@@ -89,6 +89,8 @@ class SimNode:
     up_at: float | None = None  # … until here
     drm_active: bool = False  # the override file was present at the last boot
     reachable: bool = True  # scenario knob: a node off the network
+    # real host directories visible read-only at the same path (a bind mount; tests use it)
+    mounts: list[str] = field(default_factory=list)
     next_pid: int = 4000
 
     def __post_init__(self) -> None:
@@ -194,7 +196,7 @@ class SimNode:
         m = self.memory(now)
 
         def kb(gib: float) -> int:
-            return int(round(gib * GIB / KIB))
+            return round(gib * GIB / KIB)
 
         rows = [
             ("MemTotal", MEM_TOTAL_KB),
@@ -225,7 +227,12 @@ class SimNode:
         return [
             Interface("lo", "UNKNOWN", "00:00:00:00:00:00", 65536, ("127.0.0.1/8",)),
             Interface(
-                self.mgmt_if, "UP", f"4c:bb:47:2e:{n:02x}:01", 1500, (f"{self.mgmt_ip}/24",), speed_mbps=10000
+                self.mgmt_if,
+                "UP",
+                f"4c:bb:47:2e:{n:02x}:01",
+                1500,
+                (f"{self.mgmt_ip}/24",),
+                speed_mbps=10000,
             ),
             Interface(
                 self.fabric_if,
@@ -245,12 +252,25 @@ class SimNode:
                 roce="roceP2p1s0f0",
                 speed_mbps=200000,
             ),
-            Interface("enP2p1s0f1np1", "DOWN", f"4c:bb:47:2e:{n:02x}:21", 1500, roce="roceP2p1s0f1"),
+            Interface(
+                "enP2p1s0f1np1", "DOWN", f"4c:bb:47:2e:{n:02x}:21", 1500, roce="roceP2p1s0f1"
+            ),
             Interface("wlP9s9", "DOWN", f"4c:bb:47:2e:{n:02x}:30", 1500),
         ]
 
     def all_ips(self) -> set[str]:
         return {self.fabric_ip, self.mgmt_ip, "127.0.0.1"}
+
+    def mounted(self, path: str) -> str | None:
+        """The real path behind a simulated one, when it lies under a mount."""
+        import os
+
+        real = os.path.realpath(path)
+        for m in self.mounts:
+            root = os.path.realpath(m)
+            if real == root or real.startswith(root + os.sep):
+                return real
+        return None
 
     def new_pid(self) -> int:
         self.next_pid += 37

@@ -32,7 +32,9 @@ class EngineServer:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
-        self.thread = threading.Thread(target=self.httpd.serve_forever, name=f"sim-http-{self.port}", daemon=True)
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, name=f"sim-http-{self.port}", daemon=True
+        )
         self.thread.start()
 
     @property
@@ -67,7 +69,7 @@ class _Handler(BaseHTTPRequestHandler):
     server_ref: EngineServer
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: object) -> None:
         pass
 
     # -- helpers --
@@ -121,7 +123,9 @@ class _Handler(BaseHTTPRequestHandler):
                             "created": int(e.start),
                             "owned_by": e.spec.kind,
                             "root": e.spec.model,
-                            "max_model_len": int(e.spec.num("--max-model-len", "--context-length", default=131072)),
+                            "max_model_len": int(
+                                e.spec.num("--max-model-len", "--context-length", default=131072)
+                            ),
                         }
                     ],
                 },
@@ -152,7 +156,15 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             req = json.loads(raw or b"{}")
         except json.JSONDecodeError:
-            self._json(400, {"object": "error", "message": "invalid JSON", "type": "BadRequestError", "code": 400})
+            self._json(
+                400,
+                {
+                    "object": "error",
+                    "message": "invalid JSON",
+                    "type": "BadRequestError",
+                    "code": 400,
+                },
+            )
             return
         world = self.server_ref.world
         e = self.server_ref.engine
@@ -163,11 +175,21 @@ class _Handler(BaseHTTPRequestHandler):
             while e.alive(world.clock.now()):
                 time.sleep(0.01)
             self._log("POST", "500 Internal Server Error")
-            self._json(500, {"object": "error", "message": "EngineCore encountered an issue.", "type": "InternalServerError", "code": 500})
+            self._json(
+                500,
+                {
+                    "object": "error",
+                    "message": "EngineCore encountered an issue.",
+                    "type": "InternalServerError",
+                    "code": 500,
+                },
+            )
             return
         if why is not None:
             self._log("POST", "500 Internal Server Error")
-            self._json(500, {"object": "error", "message": why, "type": "InternalServerError", "code": 500})
+            self._json(
+                500, {"object": "error", "message": why, "type": "InternalServerError", "code": 500}
+            )
             return
         max_tokens = int(req.get("max_tokens") or req.get("max_completion_tokens") or 64)
         n = max(1, min(max_tokens, 2048))
@@ -187,8 +209,18 @@ class _Handler(BaseHTTPRequestHandler):
                         "object": "chat.completion",
                         "created": created,
                         "model": self._model_name,
-                        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}],
-                        "usage": {"prompt_tokens": 24, "completion_tokens": n, "total_tokens": 24 + n},
+                        "choices": [
+                            {
+                                "index": 0,
+                                "message": {"role": "assistant", "content": text},
+                                "finish_reason": "length",
+                            }
+                        ],
+                        "usage": {
+                            "prompt_tokens": 24,
+                            "completion_tokens": n,
+                            "total_tokens": 24 + n,
+                        },
                     },
                 )
         finally:

@@ -83,14 +83,21 @@ def ray_start(
         address_host = addr.split("://")[-1].rsplit(":", 1)[0].strip("'\"")
         head_d = world.ray_head()
         if not addr or head_d is None or address_host not in head_d[0].all_ips():
-            return 1, "", f"ConnectionError: Could not find any running Ray instance at {addr}.\n", False
+            return (
+                1,
+                "",
+                f"ConnectionError: Could not find any running Ray instance at {addr}.\n",
+                False,
+            )
     try:
         store = int(str(opts.get("--object-store-memory", 0)))
     except ValueError:
         return 2, "", "Error: Invalid value for '--object-store-memory'.\n", False
     if store <= 0:
         store = int(DEFAULT_OBJECT_STORE_FRACTION * MEM_TOTAL_GIB * (1 << 30))
-    node_id = hashlib.sha256(f"{node.name}:{container.id}:{world.clock.now()}".encode()).hexdigest()[:56]
+    node_id = hashlib.sha256(
+        f"{node.name}:{container.id}:{world.clock.now()}".encode()
+    ).hexdigest()[:56]
     container.ray = RayDaemon(
         head=head,
         node_ip=ip,
@@ -122,9 +129,17 @@ def _gib(x: float) -> str:
 
 def ray_status(world: SimWorld, container: SimContainer) -> tuple[int, str, str]:
     if container.ray is None and world.ray_head() is None:
-        return 1, "", "ConnectionError: Could not find any running Ray instance. Please specify the one to connect to by setting `--address` flag or `RAY_ADDRESS` environment variable.\n"
+        return (
+            1,
+            "",
+            "ConnectionError: Could not find any running Ray instance. Please specify the one to connect to by setting `--address` flag or `RAY_ADDRESS` environment variable.\n",
+        )
     members = world.ray_members()
-    if container.ray is not None and not container.ray.head and all(m[1] is not container for m in members):
+    if (
+        container.ray is not None
+        and not container.ray.head
+        and all(m[1] is not container for m in members)
+    ):
         return 1, "", "ConnectionError: Could not find any running Ray instance.\n"
     now = world.clock.now()
     stamp = _stamp(now)

@@ -44,7 +44,9 @@ def scenarios(path: Path = _FILE) -> dict[str, Scenario]:
         unknown = set(body) - KEYS
         if unknown:
             key = sorted(unknown)[0]
-            raise InputError(f"scenario {name!r}: unknown field {key!r}", str(path), line_of(body, key))
+            raise InputError(
+                f"scenario {name!r}: unknown field {key!r}", str(path), line_of(body, key)
+            )
         for req in ("description", "recipe"):
             if req not in body:
                 raise InputError(f"scenario {name!r}: missing {req!r}", str(path), where)
@@ -75,9 +77,7 @@ def get(name: str) -> Scenario:
     try:
         return scenarios()[name]
     except KeyError:
-        raise InputError(
-            f"unknown scenario {name!r} (known: {', '.join(scenarios())})"
-        ) from None
+        raise InputError(f"unknown scenario {name!r} (known: {', '.join(scenarios())})") from None
 
 
 def variant_recipe_dir() -> Path:

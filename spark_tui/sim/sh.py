@@ -179,7 +179,12 @@ def tokenize(s: str) -> list[object]:
             cur.segs.append(Seg("var", name, False))
         elif c in "<>" or (c == "&" and s.startswith("&>", i)):
             fd = 1 if c != "<" else 0
-            if cur is not None and cur.literal() is not None and cur.literal().isdigit() and not cur.segs[-1].quoted:
+            if (
+                cur is not None
+                and cur.literal() is not None
+                and cur.literal().isdigit()
+                and not cur.segs[-1].quoted
+            ):
                 fd = int(cur.literal())
                 cur = None
             flush()
@@ -208,7 +213,7 @@ def tokenize(s: str) -> list[object]:
                 toks.append(c)
                 i += 1
         elif c in "()":
-            raise ShellSyntaxError(f"Syntax error: \"{c}\" unexpected")
+            raise ShellSyntaxError(f'Syntax error: "{c}" unexpected')
         else:
             lit(c, False)
             i += 1

@@ -6,6 +6,7 @@ receive. Unknown commands exit 127 as sh would.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import json
 import re
@@ -38,15 +39,27 @@ class Ctx:
     container: SimContainer | None = None
     env: dict[str, str] = field(default_factory=dict)
     root: bool = False
-    detached: bool = False  # docker exec -d / a container's main process: long commands keep running
+    detached: bool = (
+        False  # docker exec -d / a container's main process: long commands keep running
+    )
     main: bool = False  # the container's main process (its output is `docker logs`)
     last_rc: int = 0
     blocked: bool = False  # a long-running command is still running (foreground)
+    deadline: float | None = None  # clock time the caller stops waiting (transport timeout)
+    timed_out: bool = False
 
     def child(self, **kw: object) -> Ctx:
         c = Ctx(
-            self.world, self.node, self.container, dict(self.env), self.root, self.detached, self.main
+            self.world,
+            self.node,
+            self.container,
+            dict(self.env),
+            self.root,
+            self.detached,
+            self.main,
         )
+        c.deadline = self.deadline
+        c.sink_path = getattr(self, "sink_path", None)  # type: ignore[attr-defined]
         for k, v in kw.items():
             setattr(c, k, v)
         return c
@@ -59,14 +72,38 @@ class Out:
     err: str = ""
 
 
+class _Exit(Exception):
+    def __init__(self, rc: int, out: Out) -> None:
+        self.rc = rc
+        self.out = out
+
+
 def run_script(script: str, ctx: Ctx, stdin: str = "") -> Out:
     """Run a script (one or more command lines) and return its exit code and output."""
+    total = Out()
+    try:
+        return _run_script(script, ctx, stdin, total)
+    except _Exit as ex:
+        total.out += ex.out.out
+        total.err += ex.out.err
+        total.rc = ex.rc
+        ctx.last_rc = ex.rc
+        return total
+
+
+def _exit(argv: list[str], ctx: Ctx, stdin: str) -> Out:
+    try:
+        rc = int(argv[1]) if len(argv) > 1 else ctx.last_rc
+    except ValueError:
+        return Out(2, "", f"sh: 1: exit: Illegal number: {argv[1]}\n")
+    raise _Exit(rc & 0xFF, Out())
+
+
+def _run_script(script: str, ctx: Ctx, stdin: str, total: Out) -> Out:
     try:
         pipelines = sh.parse(script)
     except sh.ShellSyntaxError as exc:
         return Out(2, "", f"sh: 1: {exc}\n")
-    total = Out()
-    skip_until_connector: str | None = None
     prev_connector = ";"
     for p in pipelines:
         run = True
@@ -74,10 +111,8 @@ def run_script(script: str, ctx: Ctx, stdin: str = "") -> Out:
             run = False
         if prev_connector == "||" and ctx.last_rc == 0:
             run = False
-        del skip_until_connector
-        skip_until_connector = None
         if run:
-            r = _run_pipeline(p, ctx.child(detached=ctx.detached or p.connector == "&") if False else ctx, stdin, background=p.connector == "&")
+            r = _run_pipeline(p, ctx, stdin, background=p.connector == "&")
             total.out += r.out
             total.err += r.err
             ctx.last_rc = r.rc
@@ -126,7 +161,10 @@ def _expand(word: sh.Word, ctx: Ctx) -> list[str]:
         fields.pop()
     if fields == [""] and not has_quoted:
         return []
-    unquoted_glob = any(seg.kind == "lit" and not seg.quoted and ("*" in seg.value or "?" in seg.value) for seg in word.segs)
+    unquoted_glob = any(
+        seg.kind == "lit" and not seg.quoted and ("*" in seg.value or "?" in seg.value)
+        for seg in word.segs
+    )
     if unquoted_glob:
         out: list[str] = []
         for f in fields:
@@ -258,15 +296,32 @@ def _read_path(ctx: Ctx, path: str) -> str | None:
                 if parts[5] == "mtu":
                     return f"{iface.mtu}\n"
                 if parts[5] == "operstate":
-                    return ("up" if iface.state == "UP" else "down" if iface.state == "DOWN" else "unknown") + "\n"
+                    return (
+                        "up"
+                        if iface.state == "UP"
+                        else "down"
+                        if iface.state == "DOWN"
+                        else "unknown"
+                    ) + "\n"
                 if parts[5] == "speed":
-                    return f"{iface.speed_mbps}\n" if iface.state == "UP" and iface.speed_mbps else None
+                    return (
+                        f"{iface.speed_mbps}\n"
+                        if iface.state == "UP" and iface.speed_mbps
+                        else None
+                    )
         return None
     if ctx.container is not None:
         text = ctx.container.read_file(path, now)
         if text is not None:
             return text
         return None
+    real = node.mounted(path)
+    if real is not None:
+        try:
+            with open(real, "rb") as fh:
+                return fh.read().decode("utf-8", "replace")
+        except OSError:
+            return None
     return node.files.get(path)
 
 
@@ -320,10 +375,7 @@ def dispatch(argv: list[str], ctx: Ctx, stdin: str = "") -> Out:
 def _sudo(argv: list[str], ctx: Ctx, stdin: str) -> Out:
     rest = argv[1:]
     while rest and rest[0].startswith("-"):
-        if rest[0] in ("-u", "-g"):
-            rest = rest[2:]
-        else:
-            rest = rest[1:]
+        rest = rest[2:] if rest[0] in ("-u", "-g") else rest[1:]
     if not rest:
         return Out(1, "", "usage: sudo -h | -K | -k | -V\n")
     # passwordless sudo on the simulated nodes
@@ -372,7 +424,10 @@ def _echo(argv: list[str], ctx: Ctx, stdin: str) -> Out:
 def _printf(argv: list[str], ctx: Ctx, stdin: str) -> Out:
     if len(argv) < 2:
         return Out(1, "", "printf: usage: printf format [arguments]\n")
-    fmt = argv[1].encode().decode("unicode_escape")
+    import codecs
+
+    raw = codecs.escape_decode(argv[1].encode("utf-8"))[0]
+    fmt = raw.decode("utf-8", "replace")
     try:
         text = fmt % tuple(argv[2:]) if "%" in fmt else fmt
     except TypeError:
@@ -397,7 +452,8 @@ def _cat(argv: list[str], ctx: Ctx, stdin: str) -> Out:
 
 def _exists(ctx: Ctx, path: str) -> bool:
     return _read_path(ctx, path) is not None or any(
-        k.startswith(path.rstrip("/") + "/") for k in (ctx.container.files if ctx.container else ctx.node.files)
+        k.startswith(path.rstrip("/") + "/")
+        for k in (ctx.container.files if ctx.container else ctx.node.files)
     )
 
 
@@ -449,7 +505,11 @@ def _mv(argv: list[str], ctx: Ctx, stdin: str) -> Out:
     files = ctx.container.files if ctx.container is not None else ctx.node.files
     if src not in files:
         return Out(1, "", f"mv: cannot stat '{src}': No such file or directory\n")
-    if ctx.container is None and not ctx.root and (src.startswith(ROOT_ONLY_PREFIXES) or dst.startswith(ROOT_ONLY_PREFIXES)):
+    if (
+        ctx.container is None
+        and not ctx.root
+        and (src.startswith(ROOT_ONLY_PREFIXES) or dst.startswith(ROOT_ONLY_PREFIXES))
+    ):
         return Out(1, "", f"mv: cannot move '{src}' to '{dst}': Permission denied\n")
     if no_clobber and dst in files:
         return Out(0)
@@ -494,7 +554,11 @@ def _sleep(argv: list[str], ctx: Ctx, stdin: str) -> Out:
         secs = float(arg.rstrip("s"))
     except ValueError:
         return Out(1, "", f"sleep: invalid time interval '{arg}'\n")
-    ctx.world.clock.sleep(min(secs, 600.0))
+    if ctx.deadline is not None and ctx.world.clock.now() + secs > ctx.deadline:
+        ctx.world.clock.sleep(max(0.0, ctx.deadline - ctx.world.clock.now()))
+        ctx.blocked = True  # the caller's timeout ends it
+        return Out(-9)
+    ctx.world.clock.sleep(secs)
     return Out(0)
 
 
@@ -546,12 +610,20 @@ def _env(argv: list[str], ctx: Ctx, stdin: str) -> Out:
 
 
 def _nohup(argv: list[str], ctx: Ctx, stdin: str) -> Out:
-    return dispatch(argv[1:], ctx, stdin) if len(argv) > 1 else Out(125, "", "nohup: missing operand\n")
+    return (
+        dispatch(argv[1:], ctx, stdin)
+        if len(argv) > 1
+        else Out(125, "", "nohup: missing operand\n")
+    )
 
 
 def _timeout(argv: list[str], ctx: Ctx, stdin: str) -> Out:
     rest = [a for a in argv[1:] if not a.startswith("-")]
-    return dispatch(rest[1:], ctx, stdin) if len(rest) > 1 else Out(125, "", "timeout: missing operand\n")
+    return (
+        dispatch(rest[1:], ctx, stdin)
+        if len(rest) > 1
+        else Out(125, "", "timeout: missing operand\n")
+    )
 
 
 def _grep(argv: list[str], ctx: Ctx, stdin: str) -> Out:
@@ -588,7 +660,11 @@ def _grep(argv: list[str], ctx: Ctx, stdin: str) -> Out:
         for f in files:
             t = _read_path(ctx, f)
             if t is None:
-                errs += f"grep: {f}: No such file or directory\n" if not f.startswith("/sys/") else f"grep: {f}: Invalid argument\n"
+                errs += (
+                    f"grep: {f}: No such file or directory\n"
+                    if not f.startswith("/sys/")
+                    else f"grep: {f}: Invalid argument\n"
+                )
                 continue
             parts.append("".join(f"{f}:{ln}\n" for ln in t.splitlines()) if prefix else t)
         text = "".join(parts)
@@ -604,7 +680,12 @@ def _grep(argv: list[str], ctx: Ctx, stdin: str) -> Out:
                 regs.append(re.compile(p, ic))
             except re.error:
                 regs.append(re.compile(re.escape(p), ic))
-    hits = [ln for ln in text.splitlines() if any(r.search(ln.split(":", 1)[1] if ("H" in flags and ":" in ln) else ln) for r in regs) != ("v" in flags)]
+    hits = [
+        ln
+        for ln in text.splitlines()
+        if any(r.search(ln.split(":", 1)[1] if ("H" in flags and ":" in ln) else ln) for r in regs)
+        != ("v" in flags)
+    ]
     rc = 0 if hits else (2 if errs and not text else 1)
     if "q" in flags:
         return Out(rc, "", errs)
@@ -639,12 +720,14 @@ def _count_opt(args: list[str], default: int) -> tuple[int, list[str], set[str]]
 
 
 def _tail(argv: list[str], ctx: Ctx, stdin: str) -> Out:
-    n, files, flags = _count_opt(argv[1:], 10)
+    n, files, _flags = _count_opt(argv[1:], 10)
     text = stdin
     if files:
         t = _read_path(ctx, files[0])
         if t is None:
-            return Out(1, "", f"tail: cannot open '{files[0]}' for reading: No such file or directory\n")
+            return Out(
+                1, "", f"tail: cannot open '{files[0]}' for reading: No such file or directory\n"
+            )
         text = t
     lines = text.splitlines()
     out = lines[-n:] if n else []
@@ -657,7 +740,9 @@ def _head(argv: list[str], ctx: Ctx, stdin: str) -> Out:
     if files:
         t = _read_path(ctx, files[0])
         if t is None:
-            return Out(1, "", f"head: cannot open '{files[0]}' for reading: No such file or directory\n")
+            return Out(
+                1, "", f"head: cannot open '{files[0]}' for reading: No such file or directory\n"
+            )
         text = t
     return Out(0, "".join(line + "\n" for line in text.splitlines()[:n]))
 
@@ -695,8 +780,14 @@ def _ip(argv: list[str], ctx: Ctx, stdin: str) -> Out:
             if brief:
                 lines.append(f"{i.name:<17}{i.state:<15}{i.mac} <BROADCAST,MULTICAST,UP,LOWER_UP>")
                 continue
-            flags = "LOOPBACK,UP,LOWER_UP" if i.name == "lo" else (
-                "BROADCAST,MULTICAST,UP,LOWER_UP" if i.state == "UP" else "NO-CARRIER,BROADCAST,MULTICAST,UP"
+            flags = (
+                "LOOPBACK,UP,LOWER_UP"
+                if i.name == "lo"
+                else (
+                    "BROADCAST,MULTICAST,UP,LOWER_UP"
+                    if i.state == "UP"
+                    else "NO-CARRIER,BROADCAST,MULTICAST,UP"
+                )
             )
             kind = "loopback" if i.name == "lo" else "ether"
             lines.append(
@@ -709,11 +800,19 @@ def _ip(argv: list[str], ctx: Ctx, stdin: str) -> Out:
                 lines.append(f"{i.name:<17}{i.state:<15}{' '.join(i.addrs)}")
             else:
                 for a in i.addrs:
-                    lines.append(f"{n}: {i.name}    inet {a} scope global {i.name}\\       valid_lft forever preferred_lft forever")
+                    lines.append(
+                        f"{n}: {i.name}    inet {a} scope global {i.name}\\       valid_lft forever preferred_lft forever"
+                    )
     elif obj in ("route", "r"):
-        lines.append(f"default via 192.168.1.1 dev {ctx.node.mgmt_if} proto dhcp src {ctx.node.mgmt_ip} metric 100")
-        lines.append(f"10.10.10.0/24 dev {ctx.node.fabric_if} proto kernel scope link src {ctx.node.fabric_ip}")
-        lines.append(f"192.168.1.0/24 dev {ctx.node.mgmt_if} proto kernel scope link src {ctx.node.mgmt_ip} metric 100")
+        lines.append(
+            f"default via 192.168.1.1 dev {ctx.node.mgmt_if} proto dhcp src {ctx.node.mgmt_ip} metric 100"
+        )
+        lines.append(
+            f"10.10.10.0/24 dev {ctx.node.fabric_if} proto kernel scope link src {ctx.node.fabric_ip}"
+        )
+        lines.append(
+            f"192.168.1.0/24 dev {ctx.node.mgmt_if} proto kernel scope link src {ctx.node.mgmt_ip} metric 100"
+        )
     else:
         return Out(255, "", f'Object "{obj}" is unknown, try "ip help".\n')
     return Out(0, "".join(line + "\n" for line in lines))
@@ -744,10 +843,17 @@ def _ss(argv: list[str], ctx: Ctx, stdin: str) -> Out:
             ports += [6379, 8265, 10001] if c.ray.head else []
     now = ctx.world.clock.now()
     for e in ctx.world.engines:
-        if e.node is ctx.node and e.serving_from is not None and now >= e.serving_from and e.alive(now):
+        if (
+            e.node is ctx.node
+            and e.serving_from is not None
+            and now >= e.serving_from
+            and e.alive(now)
+        ):
             ports.append(e.spec.port)
     header = "State  Recv-Q Send-Q Local Address:Port Peer Address:Port Process\n"
-    body = "".join(f"LISTEN 0      4096         0.0.0.0:{p:<6}      0.0.0.0:*\n" for p in sorted(set(ports)))
+    body = "".join(
+        f"LISTEN 0      4096         0.0.0.0:{p:<6}      0.0.0.0:*\n" for p in sorted(set(ports))
+    )
     return Out(0, body if "H" in "".join(argv[1:]) else header + body)
 
 
@@ -781,9 +887,15 @@ def _ssh(argv: list[str], ctx: Ctx, stdin: str) -> Out:
         return Out(255, "", "usage: ssh destination [command]\n")
     node = _find_node(ctx.world, target)
     if node is None:
-        return Out(255, "", f"ssh: Could not resolve hostname {target}: Name or service not known\n")
+        return Out(
+            255, "", f"ssh: Could not resolve hostname {target}: Name or service not known\n"
+        )
     if not node.is_up():
-        return Out(255, "", f"ssh: connect to host {target} port 22: {node.down_reason().split(' (')[0].capitalize()}\n")
+        return Out(
+            255,
+            "",
+            f"ssh: connect to host {target} port 22: {node.down_reason().split(' (')[0].capitalize()}\n",
+        )
     return run_script(" ".join(rest) or "true", Ctx(ctx.world, node), stdin)
 
 
@@ -791,7 +903,10 @@ def _ping(argv: list[str], ctx: Ctx, stdin: str) -> Out:
     host = next((a for a in reversed(argv[1:]) if not a.startswith("-") and not a.isdigit()), "")
     node = _find_node(ctx.world, host)
     if node is None or not node.is_up():
-        return Out(1, f"PING {host} ({host}) 56(84) bytes of data.\n\n--- {host} ping statistics ---\n1 packets transmitted, 0 received, 100% packet loss, time 0ms\n\n")
+        return Out(
+            1,
+            f"PING {host} ({host}) 56(84) bytes of data.\n\n--- {host} ping statistics ---\n1 packets transmitted, 0 received, 100% packet loss, time 0ms\n\n",
+        )
     return Out(
         0,
         f"PING {host} ({host}) 56(84) bytes of data.\n64 bytes from {host}: icmp_seq=1 ttl=64 time=0.211 ms\n\n"
@@ -827,10 +942,8 @@ def _curl(argv: list[str], ctx: Ctx, stdin: str) -> Out:
         elif a in ("-w", "--write-out"):
             write_out, i = nxt, i + 2
         elif a in ("-m", "--max-time", "--connect-timeout"):
-            try:
+            with contextlib.suppress(ValueError):
                 timeout = float(nxt)
-            except ValueError:
-                pass
             i += 2
         elif a in ("-o", "--output", "-u", "--user"):
             i += 2
@@ -841,28 +954,46 @@ def _curl(argv: list[str], ctx: Ctx, stdin: str) -> Out:
             url, i = a, i + 1
     parts = urlsplit(url if "://" in url else "http://" + url)
     host, port = parts.hostname or "", parts.port or 80
-    node = ctx.node if host in ("127.0.0.1", "localhost", "0.0.0.0") else _find_node(ctx.world, host)
-    endpoint = ctx.world.http_endpoint(node.name, port) if node is not None and node.is_up() else None
+    node = (
+        ctx.node if host in ("127.0.0.1", "localhost", "0.0.0.0") else _find_node(ctx.world, host)
+    )
+    endpoint = (
+        ctx.world.http_endpoint(node.name, port) if node is not None and node.is_up() else None
+    )
     if endpoint is None:
-        return Out(7, "", f"curl: (7) Failed to connect to {host} port {port} after 0 ms: Couldn't connect to server\n")
+        return Out(
+            7,
+            "",
+            f"curl: (7) Failed to connect to {host} port {port} after 0 ms: Couldn't connect to server\n",
+        )
     full = endpoint + (parts.path or "/") + (("?" + parts.query) if parts.query else "")
     body = data.encode() if data is not None else None
-    req = urllib.request.Request(full, data=body, method=method or ("POST" if body else "GET"), headers=headers)
+    req = urllib.request.Request(
+        full, data=body, method=method or ("POST" if body else "GET"), headers=headers
+    )
     start = ctx.world.clock.now()
     try:
-        with urllib.request.urlopen(req, timeout=max(1.0, timeout / max(ctx.world.clock.speed, 1.0) + 5)) as resp:
+        with urllib.request.urlopen(
+            req, timeout=max(1.0, timeout / max(ctx.world.clock.speed, 1.0) + 5)
+        ) as resp:
             text = resp.read().decode("utf-8", "replace")
             status = resp.status
     except urllib.error.HTTPError as exc:
         text = exc.read().decode("utf-8", "replace")
         status = exc.code
     except (urllib.error.URLError, OSError, TimeoutError):
-        return Out(28, "", f"curl: (28) Operation timed out after {int(timeout * 1000)} milliseconds with 0 bytes received\n")
+        return Out(
+            28,
+            "",
+            f"curl: (28) Operation timed out after {int(timeout * 1000)} milliseconds with 0 bytes received\n",
+        )
     elapsed = ctx.world.clock.now() - start
     if fail and status >= 400:
         return Out(22, "", f"curl: (22) The requested URL returned error: {status}\n")
     if write_out:
-        w = write_out.replace("%{time_total}", f"{elapsed:.6f}").replace("%{http_code}", str(status))
+        w = write_out.replace("%{time_total}", f"{elapsed:.6f}").replace(
+            "%{http_code}", str(status)
+        )
         text += w.encode().decode("unicode_escape")
     return Out(0, text)
 
@@ -913,14 +1044,18 @@ def _docker(argv: list[str], ctx: Ctx, stdin: str) -> Out:
         if fmt is not None:
             out = ""
             for c in rows:
-                line = fmt.replace("{{.Names}}", c.name).replace("{{.ID}}", c.id[:12]).replace(
-                    "{{.Status}}", c.status(now)
-                ).replace("{{.Image}}", c.image).replace("{{.State}}", c.state)
+                line = (
+                    fmt.replace("{{.Names}}", c.name)
+                    .replace("{{.ID}}", c.id[:12])
+                    .replace("{{.Status}}", c.status(now))
+                    .replace("{{.Image}}", c.image)
+                    .replace("{{.State}}", c.state)
+                )
                 out += line.encode().decode("unicode_escape") + "\n"
             return Out(0, out)
         out = "CONTAINER ID   IMAGE     COMMAND   CREATED   STATUS    PORTS     NAMES\n"
         for c in rows:
-            out += f"{c.id[:12]}   {c.image}   \"{' '.join(c.command)[:20]}…\"   {c.status(now)}   {c.name}\n"
+            out += f'{c.id[:12]}   {c.image}   "{" ".join(c.command)[:20]}…"   {c.status(now)}   {c.name}\n'
         return Out(0, out)
     if sub == "run":
         parsed = dk.parse_run(args)
@@ -1034,12 +1169,16 @@ def _docker(argv: list[str], ctx: Ctx, stdin: str) -> Out:
             if sub in ("stop", "kill"):
                 if c.running:
                     c.stopped_by_user = True
-                    c.stop(now, 137 if sub == "kill" or hard_stop else 143, hard=sub == "kill" or hard_stop)
+                    c.stop(
+                        now,
+                        137 if sub == "kill" or hard_stop else 143,
+                        hard=sub == "kill" or hard_stop,
+                    )
                     if c.auto_remove:
                         node.containers.pop(c.name, None)
             elif sub == "rm":
                 if c.running and not force:
-                    err += f"Error response from daemon: cannot remove container \"/{c.name}\": container is running: stop the container before removing or force remove\n"
+                    err += f'Error response from daemon: cannot remove container "/{c.name}": container is running: stop the container before removing or force remove\n'
                     rc = 1
                     continue
                 if c.running:
@@ -1060,7 +1199,11 @@ def _docker(argv: list[str], ctx: Ctx, stdin: str) -> Out:
         if c is None:
             return Out(1, "", dk.no_such(args[0]))
         if args[1] in node.containers:
-            return Out(1, "", f'Error response from daemon: Conflict. The container name "/{args[1]}" is already in use\n')
+            return Out(
+                1,
+                "",
+                f'Error response from daemon: Conflict. The container name "/{args[1]}" is already in use\n',
+            )
         node.containers.pop(c.name)
         c.name = args[1]
         node.containers[c.name] = c
@@ -1092,7 +1235,10 @@ def _docker(argv: list[str], ctx: Ctx, stdin: str) -> Out:
     if sub in ("images", "image"):
         return Out(0, "REPOSITORY   TAG   IMAGE ID   CREATED   SIZE\n")
     if sub == "pull":
-        return Out(0, f"Using default tag: latest\nStatus: Image is up to date for {args[-1] if args else ''}\n")
+        return Out(
+            0,
+            f"Using default tag: latest\nStatus: Image is up to date for {args[-1] if args else ''}\n",
+        )
     if sub in ("info", "version"):
         return Out(0, "Server Version: 28.3.3\n")
     return Out(1, "", f"docker: '{sub}' is not a docker command.\nSee 'docker --help'\n")
@@ -1212,7 +1358,9 @@ def _join_sglang(ctx: Ctx, spec: object, argv: list[str], sink: TimedLog | None)
     if len({r.node.name for r in waiting}) < nnodes:
         return
     world.sglang_waiting.pop(key, None)
-    ranks = sorted(waiting, key=lambda r: int(parse_serve(r.argv, r.env).num("--node-rank", default=0)))  # type: ignore[union-attr]
+    ranks = sorted(
+        waiting, key=lambda r: int(parse_serve(r.argv, r.env).num("--node-rank", default=0))
+    )  # type: ignore[union-attr]
     r0 = ranks[0]
     spec0 = parse_serve(r0.argv, r0.env)
     assert spec0 is not None
@@ -1229,7 +1377,11 @@ def _join_sglang(ctx: Ctx, spec: object, argv: list[str], sink: TimedLog | None)
 
 
 def _python(argv: list[str], ctx: Ctx, stdin: str) -> Out:
-    if len(argv) >= 3 and argv[1] == "-m" and argv[2] in ("sglang.launch_server", "vllm.entrypoints.openai.api_server"):
+    if (
+        len(argv) >= 3
+        and argv[1] == "-m"
+        and argv[2] in ("sglang.launch_server", "vllm.entrypoints.openai.api_server")
+    ):
         return _serve(argv, ctx, stdin)
     if len(argv) >= 2 and argv[1] in ("--version", "-V"):
         return Out(0, "Python 3.12.3\n")
@@ -1241,7 +1393,9 @@ def _vllm(argv: list[str], ctx: Ctx, stdin: str) -> Out:
         return _serve(argv, ctx, stdin)
     if len(argv) > 1 and argv[1] in ("--version", "-v"):
         return Out(0, "0.18.1rc1\n")
-    return Out(2, "", "usage: vllm [-h] [-v] {chat,complete,serve,bench,collect-env,run-batch} ...\n")
+    return Out(
+        2, "", "usage: vllm [-h] [-v] {chat,complete,serve,bench,collect-env,run-batch} ...\n"
+    )
 
 
 def _pkill(argv: list[str], ctx: Ctx, stdin: str) -> Out:
@@ -1250,7 +1404,11 @@ def _pkill(argv: list[str], ctx: Ctx, stdin: str) -> Out:
     now = ctx.world.clock.now()
     hit = False
     for e in ctx.world.engines_in(ctx.container) if ctx.container else []:
-        if e.alive(now) and (pattern in ("vllm", "sglang", "python") or pattern in " ".join(e.spec.args) or pattern in e.spec.model):
+        if e.alive(now) and (
+            pattern in ("vllm", "sglang", "python")
+            or pattern in " ".join(e.spec.args)
+            or pattern in e.spec.model
+        ):
             e.kill(now, hard=hard, reason="pkill")
             hit = True
     return Out(0 if hit else 1)
@@ -1279,6 +1437,7 @@ def run_main_process(c: SimContainer) -> None:
 
 
 _BUILTINS = {
+    "exit": _exit,
     "sudo": _sudo,
     "sh": _shell,
     "bash": _shell,
@@ -1326,6 +1485,8 @@ _HOST = {
     "ping": _ping,
     "docker": _docker,
 }
+
+
 def _entrypoint_script(argv: list[str], ctx: Ctx, stdin: str) -> Out:
     """The avarok/dgx-vllm image's `ray-head` / `ray-worker` entrypoints (seed 003): they
     export VLLM_HOST_IP and run `ray start` with the node's IP from HEAD_IP / WORKER_IP."""

@@ -8,7 +8,13 @@ import threading
 import time
 from collections.abc import Iterator
 
-from spark_tui.nodes.transport import CommandResult, LineStream, NodeUnreachable, Reachability, Transport
+from spark_tui.nodes.transport import (
+    CommandResult,
+    LineStream,
+    NodeUnreachable,
+    Reachability,
+    Transport,
+)
 from spark_tui.sim import docker as dk
 from spark_tui.sim import gpu
 from spark_tui.sim.node import SimNode
@@ -16,8 +22,14 @@ from spark_tui.sim.shell import Ctx, _read_path, run_script
 from spark_tui.sim.timedlog import TimedLog
 from spark_tui.sim.world import SimWorld
 
-BASE_ENV = {"HOME": "/home/milo", "USER": "milo", "PATH": "/usr/local/bin:/usr/bin:/bin", "SHELL": "/bin/bash"}
-POLL_S = 0.02  # real seconds between looks at a followed log
+BASE_ENV = {
+    "HOME": "/home/milo",
+    "USER": "milo",
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "SHELL": "/bin/bash",
+}
+POLL_S = 0.02
+GENERIC_STREAM_S = 5.0  # simulated seconds a stream of an unknown long command runs  # real seconds between looks at a followed log
 
 
 class SimTransport(Transport):
@@ -44,6 +56,7 @@ class SimTransport(Transport):
         self._check()
         start = self.world.clock.now()
         ctx = self._ctx()
+        ctx.deadline = start + timeout
         stdin = input.decode("utf-8", "replace") if input else ""
         with self.world.lock:
             r = run_script(command, ctx, stdin)
@@ -58,6 +71,10 @@ class SimTransport(Transport):
 
     def read_file(self, path: str, max_bytes: int = 1 << 20) -> bytes:
         self._check()
+        real = self.node.mounted(path)
+        if real is not None:
+            with open(real, "rb") as fh:
+                return fh.read(max_bytes)
         with self.world.lock:
             text = _read_path(self._ctx(), path)
         if text is None:
@@ -71,7 +88,9 @@ class SimTransport(Transport):
             return Reachability(False, self.world.clock.now(), "closed")
         if n.is_up():
             return Reachability(True, n.booted_at)
-        return Reachability(False, n.down_from or self.world.clock.now(), n.down_reason(), retrying=True)
+        return Reachability(
+            False, n.down_from or self.world.clock.now(), n.down_reason(), retrying=True
+        )
 
     def close(self) -> None:
         self._closed = True
@@ -99,7 +118,8 @@ class _SimStream(LineStream):
                 yield from self._dmon(argv)
                 return
             try:
-                r = self.t.run(self.command)
+                # a command that never ends is cut after a while (its output so far is kept)
+                r = self.t.run(self.command, timeout=GENERIC_STREAM_S)
             except NodeUnreachable:
                 return
             yield from (r.stdout + r.stderr).splitlines()
@@ -158,7 +178,14 @@ def _follow_target(t: SimTransport, argv: list[str]) -> tuple[TimedLog, int, obj
     """(the log to follow, lines of history to show, is-the-writer-alive) for -f commands."""
     node = t.node
     if argv[:2] == ["docker", "logs"] and any(a in ("-f", "--follow") for a in argv):
-        ref = next((a for a in reversed(argv[2:]) if not a.startswith("-") and not a.isdigit() and a != "all"), "")
+        ref = next(
+            (
+                a
+                for a in reversed(argv[2:])
+                if not a.startswith("-") and not a.isdigit() and a != "all"
+            ),
+            "",
+        )
         c = dk.find(node, ref)
         if c is None:
             return None

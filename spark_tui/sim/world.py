@@ -11,8 +11,8 @@ from spark_tui.clock import ScaledClock
 if TYPE_CHECKING:
     from spark_tui.sim.docker import SimContainer
     from spark_tui.sim.engine import Engine
-    from spark_tui.sim.openai_server import EngineServer
     from spark_tui.sim.node import SimNode
+    from spark_tui.sim.openai_server import EngineServer
     from spark_tui.sim.ray import RayDaemon
 
 
@@ -78,7 +78,7 @@ class SimWorld:
 
     def usage_on(self, node: str, now: float) -> Usage:
         u = Usage()
-        for n, _c, ray in self.ray_daemons():
+        for n, _c, _ray in self.ray_daemons():
             if n.name == node:
                 u.process_gib += 0.6  # raylet, GCS, dashboard
         for e in self.engines:
@@ -104,7 +104,9 @@ class SimWorld:
     # ---- engines ----------------------------------------------------------------------
 
     def engines_in(self, container: SimContainer) -> list[Engine]:
-        return [e for e in self.engines if e.container is container or container in e.rank_containers]
+        return [
+            e for e in self.engines if e.container is container or container in e.rank_containers
+        ]
 
     def live_engine(self) -> Engine | None:
         now = self.clock.now()
