@@ -48,3 +48,21 @@ class NodeChosen(Message):
     def __init__(self, node: str) -> None:
         self.node = node
         super().__init__()
+
+
+class DiagnosisShown(Message):
+    """A diagnosis reached the screen (new, or seen again with a higher count)."""
+
+    def __init__(self, diagnosis: object, new: bool) -> None:
+        self.diagnosis = diagnosis
+        self.new = new
+        super().__init__()
+
+
+class ReachabilityShown(Message):
+    """A node's pane now shows it reachable or not."""
+
+    def __init__(self, node: str, reachable: bool) -> None:
+        self.node = node
+        self.reachable = reachable
+        super().__init__()

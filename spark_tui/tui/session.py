@@ -19,8 +19,8 @@ from spark_tui.remedy import render
 
 Progress = Callable[[ActionProgress], None]
 Confirm = Callable[[str], bool]
-DEFAULT_SCENARIO = "page-cache-hog"
 
+REAL_PERIOD_S = 0.5  # real seconds between two sampling rounds of a node, at most
 # actions that run commands on nodes (the others change the recipe or are plans)
 _NODE_ACTIONS = {"run", "reboot", "move-aside", "restart-ray", "stop-stack"}
 
@@ -89,12 +89,17 @@ class ClusterSession:
         self.read_only = read_only
         self.scenario = scenario
         self.monitor: Any = None
+        self.sim: Any = None  # the SimCluster when simulated (tests reach its world)
         self._closer = closer
 
     # --- opening ------------------------------------------------------------
     @classmethod
     def open(
-        cls, config_path: str | None, read_only: bool, scenario: str | None, speed: float = 20.0
+        cls,
+        config_path: str | None,
+        read_only: bool,
+        scenario: str | None,
+        speed: float | None = None,
     ) -> ClusterSession:
         """The cluster of cluster.yaml; with none (or a scenario), the simulated cluster."""
         from spark_tui.kb.loader import load_knowledge
@@ -115,16 +120,20 @@ class ClusterSession:
                 transports = {n.name: make(n) for n in config.nodes}
                 return cls(config, transports, RealClock(), kb, read_only=read_only)
         build = _engine("spark_tui.sim", "build_sim_cluster", "the simulated cluster")
-        sim = build(scenario or DEFAULT_SCENARIO, nodes=None, speed=speed)
-        return cls(
+        default = _engine("spark_tui.sim", "DEFAULT_SCENARIO", "the simulated cluster")
+        name = scenario or default
+        sim = build(name, speed=speed) if speed else build(name)
+        session = cls(
             sim.config,
             dict(sim.transports),
             sim.clock,
             kb,
             read_only=read_only,
-            scenario=scenario or DEFAULT_SCENARIO,
+            scenario=name,
             closer=sim.close,
         )
+        session.sim = sim
+        return session
 
     @property
     def simulated(self) -> bool:
@@ -140,8 +149,33 @@ class ClusterSession:
     def start(self, emit: Callable[[Event], None]) -> None:
         """Start watching every node; events go to `emit` from the monitor's threads."""
         monitor_cls = _engine("spark_tui.monitor", "ClusterMonitor", "the live monitor")
-        self.monitor = monitor_cls(self.config, self.transports, self.kb, self.clock, emit)
+        # period in clock seconds: a fast simulated clock must not mean 30 rounds a second
+        speed = float(getattr(self.clock, "speed", 1.0) or 1.0)
+        self.monitor = monitor_cls(
+            self.config,
+            self.transports,
+            self.kb,
+            self.clock,
+            emit,
+            recipe_facts=self._recipe_facts,
+            period_s=max(2.0, REAL_PERIOD_S * speed),
+        )
         self.monitor.start()
+
+    def _recipe_facts(self) -> dict:
+        """The current recipe's facts for the recipe-scope rules ({} without one)."""
+        recipe = self.current_recipe()
+        return recipe.facts() if recipe is not None else {}
+
+    def current_recipe(self) -> Any:
+        """The cluster's recipe (its newest revision), or None."""
+        if self.sim is not None:
+            return self.sim.recipe
+        if not self.config.recipe:
+            return None
+        from spark_tui.recipes.loader import load_recipes
+
+        return load_recipes().get(self.config.recipe)
 
     def stop(self) -> None:
         if self.monitor is not None:

@@ -18,8 +18,10 @@ from spark_tui.tui.event_pump import Batch
 from spark_tui.tui.messages import (
     ActionFinished,
     DiagnosisChosen,
+    DiagnosisShown,
     NodeChosen,
     ProgressReported,
+    ReachabilityShown,
 )
 from spark_tui.tui.screens.fix_modal import FixModal
 from spark_tui.tui.screens.output_screen import OutputScreen
@@ -56,6 +58,7 @@ class MainScreen(Screen):
         self.scrollback = scrollback
         self.output: OutputScreen | None = None
         self.selected_key: str | None = None
+        self.user_chose = False  # the user picked a row: stop following the newest
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -102,18 +105,30 @@ class MainScreen(Screen):
             )
         table = self.query_one(DiagnosesTable)
         for event in batch.events:
-            if isinstance(event, NodeSampled):
-                self._pane(event.node).set_state(event.state) if self._has(event.node) else None
-            elif isinstance(event, ReachabilityChanged):
-                self._pane(event.node).set_reachability(event.reachability) if self._has(
-                    event.node
-                ) else None
+            if isinstance(event, NodeSampled) and self._has(event.node):
+                self._pane(event.node).set_state(event.state)
+            elif isinstance(event, ReachabilityChanged) and self._has(event.node):
+                self._pane(event.node).set_reachability(event.reachability)
+                self.post_message(ReachabilityShown(event.node, event.reachability.reachable))
             elif isinstance(event, DiagnosisRaised):
                 key = table.upsert(event.diagnosis)
-                if self.selected_key in (None, key):
-                    self._show_diagnosis(key)
+                self._auto_select(key, event.diagnosis)
+                self.post_message(DiagnosisShown(event.diagnosis, event.new))
             elif isinstance(event, ActionProgress):
                 self.set_last_action(f"{event.step}: {event.status}", event.status != "failed")
+
+    def _auto_select(self, key: str, diagnosis) -> None:
+        """Until the user picks a row, show the most severe, newest diagnosis."""
+        if self.user_chose:
+            if key == self.selected_key:
+                self._show_diagnosis(key)  # its count or evidence grew
+            return
+        current = self.query_one(DiagnosesTable).diagnoses.get(self.selected_key or "")
+        rank = {"error": 0, "warning": 1, "info": 2}
+        if current is None or rank[diagnosis.severity] <= rank[current.severity]:
+            table = self.query_one(DiagnosesTable)
+            table.move_cursor(row=table.get_row_index(key), scroll=True)
+            self._show_diagnosis(key)
 
     def _has(self, node: str) -> bool:
         return any(n.name == node for n in self.session.config.nodes)
@@ -128,6 +143,8 @@ class MainScreen(Screen):
         )
 
     def on_diagnosis_chosen(self, message: DiagnosisChosen) -> None:
+        if message.key != self.selected_key:
+            self.user_chose = self.query_one(DiagnosesTable).has_focus
         self._show_diagnosis(message.key)
 
     def on_node_chosen(self, message: NodeChosen) -> None:

@@ -1,0 +1,105 @@
+"""Pilot tests of the app on the live simulated cluster: the real monitor, real transports
+(simulated GB10 nodes), the real knowledge base. Waits are bounded polls, not timings."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from spark_tui.tui.app import SparkTuiApp
+from spark_tui.tui.messages import DiagnosisShown, ReachabilityShown
+from spark_tui.tui.session import ClusterSession
+from spark_tui.tui.widgets.diagnoses_table import DiagnosesTable
+from spark_tui.tui.widgets.diagnosis_detail import DiagnosisDetail
+from spark_tui.tui.widgets.log_view import LogView
+from spark_tui.tui.widgets.node_pane import NodePane
+
+FREE_MEMORY_LINE = (
+    "ERROR 05-12 09:14:35 [core.py:708] ValueError: Free memory on device cuda:0 "
+    "(11.19/119.67 GiB) on startup is less than desired GPU memory utilization "
+    "(0.9, 107.7 GiB). Decrease GPU memory utilization or reduce GPU memory used by "
+    "other processes."
+)
+
+
+async def wait_for(pilot, condition: Callable[[], object], limit_s: float = 30.0) -> None:
+    """Let the app run until `condition()` holds (bounded: fails after limit_s)."""
+    for _ in range(int(limit_s / 0.05)):
+        if condition():
+            return
+        await pilot.pause(0.05)
+    raise AssertionError(f"not reached within {limit_s} s: {condition.__doc__ or condition}")
+
+
+def live_app(scenario: str = "healthy", read_only: bool = False) -> SparkTuiApp:
+    session = ClusterSession.open(None, read_only=read_only, scenario=scenario, speed=20.0)
+    return SparkTuiApp(session)
+
+
+def test_panes_fill_from_the_simulated_nodes() -> None:
+    async def scenario() -> None:
+        app = live_app()
+        async with app.run_test(size=(120, 40)) as pilot:
+            panes = list(app.main_screen.query(NodePane))
+            assert [p.node.name for p in panes] == ["spark1", "spark2"]
+            await wait_for(pilot, lambda: all(p.state and p.state.memory for p in panes))
+            assert "SIMULATED" in app.sub_title
+            for p in panes:
+                assert p.state.memory.total_bytes > 100 * 2**30  # a GB10: ~119.7 GiB
+
+    asyncio.run(scenario())
+
+
+def test_a_signature_line_on_a_node_shows_its_diagnosis() -> None:
+    async def scenario() -> None:
+        app = live_app()
+        seen: list = []
+        async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
+            monitor = app.session.monitor
+            await wait_for(pilot, lambda: app.session.monitor is not None)
+            monitor.feed_line("spark1", "serve", "INFO 05-12 09:14:33 Starting to load model")
+            monitor.feed_line("spark1", "serve", FREE_MEMORY_LINE)
+
+            def shown() -> bool:
+                return any(
+                    isinstance(m, DiagnosisShown) and m.diagnosis.wall.id == "vllm-free-memory-low"
+                    for m in seen
+                )
+
+            await wait_for(pilot, shown)
+            table = app.main_screen.query_one(DiagnosesTable)
+            assert "vllm-free-memory-low|spark1:serve" in table.diagnoses or any(
+                k.startswith("vllm-free-memory-low|") for k in table.diagnoses
+            )
+            detail = app.main_screen.query_one(DiagnosisDetail)
+            assert detail.diagnosis is not None
+            assert detail.diagnosis.wall.id == "vllm-free-memory-low"
+            log = app.main_screen.query_one(LogView)
+            await wait_for(pilot, lambda: any(e.severity == "error" for e in log._rows()))
+            assert any(
+                e.node == "spark1" and "Free memory on device" in e.text and e.severity == "error"
+                for e in log._rows()
+            )
+
+    asyncio.run(scenario())
+
+
+def test_a_dropped_node_shows_unreachable_and_comes_back_by_itself() -> None:
+    async def scenario() -> None:
+        app = live_app()
+        seen: list = []
+        async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
+            pane = app.main_screen.query_one("#node-spark2", NodePane)
+            await wait_for(pilot, lambda: pane.state is not None and pane.state.reachable)
+            app.session.sim.nodes["spark2"].reachable = False  # unplugged
+            await wait_for(pilot, lambda: pane.has_class("-unreachable"))
+            reach = str(pane.query_one(".reach").render())
+            assert reach.startswith("unreachable since ") and "retrying" in reach
+            assert any(isinstance(m, ReachabilityShown) and not m.reachable for m in seen)
+            app.session.sim.nodes["spark2"].reachable = True  # plugged back
+            await wait_for(pilot, lambda: not pane.has_class("-unreachable"))
+            assert str(pane.query_one(".reach").render()) == "reachable"
+            other = app.main_screen.query_one("#node-spark1", NodePane)
+            assert not other.has_class("-unreachable")
+
+    asyncio.run(scenario())
