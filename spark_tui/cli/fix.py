@@ -69,6 +69,10 @@ def run(args: argparse.Namespace) -> int:
     recipe_id = args.recipe or cluster.recipe
     recipe = book.get(recipe_id) if recipe_id else None
     plan = plan_fix(fix, cluster, recipe=recipe, seen=args.node, wall=wall.id, recipes=book.recipes)
+    from spark_tui.remedy.journal import interrupted_fixes
+
+    for broken in interrupted_fixes():
+        print(f"spark-tui: note: {broken.describe()}", file=sys.stderr)
     print("\n".join(plan.preview_lines()))
     if args.dry_run:
         print("# dry run: nothing was executed or journaled")
