@@ -417,6 +417,7 @@ def build(path: Path, size: int, plants: int, kb, ref: Reference, samples: Path)
                     "example": blk.path,
                     "first_line": start,
                     "wall_lines": [start + n - 1 for w, n in blk.hits if w == blk.wall],
+                    "hits": [[w, start + n - 1] for w, n in blk.hits],
                     "byte_offset": pos,
                 }
             )
@@ -473,6 +474,21 @@ def check_triage(out: str, built: Built) -> list[str]:
     for wall in sorted(set(got) - set(built.expected)):
         problems.append(f"{wall}: reported but not planted (line {got[wall]['line']})")
     return problems
+
+
+def check_every_plant(path: Path, built: Built, kb) -> list[str]:
+    """Scan in-process with the default engine and compare every hit, not only the
+    first per wall that --json reports, with the planted lines."""
+    from spark_tui.kb.matcher import scan_stream
+
+    want = sorted((w, n) for p in built.planted for w, n in p["hits"])  # type: ignore[attr-defined]
+    with path.open("rb") as fh:
+        got = sorted((h.wall.id, h.line_no) for h in scan_stream(Matcher(kb), "f", fh))
+    missing = sorted(set(want) - set(got))
+    extra = sorted(set(got) - set(want))
+    return [f"not found: {w} at line {n}" for w, n in missing[:10]] + [
+        f"not planted: {w} at line {n}" for w, n in extra[:10]
+    ]
 
 
 def engines_available() -> list[str]:
@@ -559,7 +575,7 @@ def main(argv: list[str] | None = None) -> int:
     def make(size: int, name: str) -> Built:
         path = args.out / name
         key = hashlib.sha256()
-        key.update(f"{size}:{args.plants}:".encode() + patterns.read_bytes())
+        key.update(f"v2:{size}:{args.plants}:".encode() + patterns.read_bytes())  # v2: "hits"
         for p in sorted(args.samples.rglob("*.log")) + sorted(FIXTURES_REAL.rglob("*")):
             if p.is_file():
                 key.update(p.name.encode() + p.read_bytes())
@@ -672,6 +688,12 @@ def main(argv: list[str] | None = None) -> int:
     r_small = timed("small", ["spark-tui", "triage", "--json", *kb_args, str(small.path)])
     small_problems = check_triage(r_small.stdout, small)
     ok = ok and not small_problems
+    every = check_every_plant(big.path, big, kb)
+    ok = ok and not every
+    results["every_plant"] = {
+        "hits_planted": sum(len(p["hits"]) for p in big.planted),  # type: ignore[arg-type]
+        "problems": every,
+    }
     results["rss_check"] = {
         "small_size_bytes": small.size,
         "small_rss_mb": r_small.rss_mb,
@@ -704,7 +726,10 @@ def report(r: dict) -> str:
             f" | {v['ratio_to_grep']:.2f} | {v['rss_mb']:.0f} MB | {'yes' if v['correct'] else 'NO'} |"
         )
     rc = r["rss_check"]
+    ep = r["every_plant"]
     lines += [
+        f"every planted hit, in-process, default engine: {ep['hits_planted']} planted,"
+        f" {'all found at their lines, nothing else' if not ep['problems'] else ep['problems']}",
         "",
         f"startup (KB load + compile, empty input): {r['startup_seconds']:.2f} s",
         f"peak RSS, default engine: {rc['small_rss_mb']:.0f} MB on {rc['small_size_bytes'] / 2**20:.0f} MiB,"
