@@ -1,4 +1,5 @@
-"""`spark-tui demo` (not built yet: see the open issues)."""
+"""`spark-tui demo [SCENARIO]`: the TUI on the simulated cluster replaying a scenario;
+`--list` names the scenarios, one line each."""
 
 from __future__ import annotations
 
@@ -6,11 +7,26 @@ import argparse
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("demo", help="(not built yet)")
-    p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    p = sub.add_parser(
+        "demo",
+        help="the TUI on a simulated DGX Spark cluster replaying a seed's story",
+        description="Play a scenario on the built-in simulated cluster (no hardware needed).",
+    )
+    p.add_argument("scenario", nargs="?", help="scenario name (default: healthy); see --list")
+    p.add_argument("--list", action="store_true", help="list the scenarios, one line each")
 
 
 def run(args: argparse.Namespace) -> int:
-    from spark_tui.errors import SparkTuiError
+    from spark_tui.sim import scenarios as sc
 
-    raise SparkTuiError("'spark-tui demo' is not built yet")
+    if args.list:
+        all_ = sc.scenarios()
+        width = max(len(n) for n in all_)
+        for name, s in all_.items():
+            print(f"{name:<{width}}  {s.description}  [seed {s.seed}; recipe {s.recipe}]")
+        return 0
+    name = args.scenario or sc.DEFAULT
+    sc.get(name)  # an unknown name is an InputError (exit 2) before any screen opens
+    from spark_tui.tui.launch import run_tui
+
+    return run_tui(config=None, read_only=bool(getattr(args, "read_only", False)), scenario=name)

@@ -10,18 +10,14 @@ from __future__ import annotations
 
 from spark_tui.sim.cluster import SimCluster, build_sim_cluster
 from spark_tui.sim.scenarios import DEFAULT as DEFAULT_SCENARIO
-from spark_tui.sim.scenarios import Scenario, scenarios
+from spark_tui.sim.scenarios import Scenario
 
 
 def scenario_names() -> list[str]:
-    return list(scenarios())
+    """Every scenario, in the order of scenarios.yaml."""
+    from spark_tui.sim.scenarios import scenarios as _all
+
+    return list(_all())
 
 
-__all__ = [
-    "DEFAULT_SCENARIO",
-    "Scenario",
-    "SimCluster",
-    "build_sim_cluster",
-    "scenario_names",
-    "scenarios",
-]
+__all__ = ["DEFAULT_SCENARIO", "Scenario", "SimCluster", "build_sim_cluster", "scenario_names"]
