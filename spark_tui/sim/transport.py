@@ -163,6 +163,19 @@ class _SimStream(LineStream):
             next_t += 1.0
 
 
+def is_stream_command(command: str) -> bool:
+    """A command that keeps printing until stopped (docker logs -f, tail -F, dmon)."""
+    try:
+        argv = shlex.split(command)
+    except ValueError:
+        return False
+    if argv[:2] == ["nvidia-smi", "dmon"] and "-c" not in argv:
+        return True
+    if argv[:2] == ["docker", "logs"] and any(a in ("-f", "--follow") for a in argv):
+        return True
+    return "tail" in argv and any(a in ("-f", "-F", "--follow") for a in argv)
+
+
 def _tail_n(args: list[str], default: int) -> int:
     for i, a in enumerate(args):
         if a in ("-n", "--tail") and i + 1 < len(args):
