@@ -162,3 +162,25 @@ def test_cli_render_prints_paste_ready_commands(capsys: pytest.CaptureFixture[st
     )
     assert main(["recipes", "list", "--json"]) == 0
     assert len(json.loads(capsys.readouterr().out)) == 6
+
+
+@pytest.mark.parametrize(
+    "recipe_id",
+    [
+        "minimax-m2.7-nvfp4-vllm-tp2",
+        "minimax-m2.7-mxfp4-vllm-tp2",
+        "minimax-m2.5-nvfp4-vllm-ep",
+        "minimax-m3-nvfp4-vllm-tp3",
+        "deepseek-v4-flash-sglang-tp2",
+    ],
+)
+def test_rendered_text_is_valid_shell(recipe_id: str, tmp_path: Path) -> None:
+    import subprocess
+
+    p = plan(recipe_id, sets=["image=img:1"], profile=None)
+    script = tmp_path / "plan.sh"
+    script.write_text(p.to_text())
+    check = subprocess.run(["sh", "-n", str(script)], capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr
+    for step in p.steps:
+        assert step.command in p.to_text()

@@ -110,3 +110,32 @@ def test_launch_plan_runs_over_real_sshd_nodes(sshd_cluster, tmp_path: Path) -> 
     assert any(c.startswith("spark1\tsudo -n sh -c sync; echo 3") for c in calls)
     argv = (shared / "vllm-argv").read_text().splitlines()
     assert argv[argv.index("--reasoning-parser") + 1] == "minimax_m2_append_think"
+
+
+@pytest.mark.sshd
+def test_an_unreachable_node_fails_the_fix_with_its_name(sshd_cluster) -> None:  # noqa: F811
+    sshd_cluster.node("spark2").stop()
+    cluster = sshd_cluster.cluster_config()
+    transports = {n.name: sshd_cluster.transport(n.name) for n in cluster.nodes}
+    fix = fix_from(
+        """
+        - id: hello
+          title: Say hello on every node
+          risk: safe
+          root: false
+          actions:
+            - type: run
+              on: all
+              command: echo hello {node.name}
+        """
+    )
+    try:
+        result = run_fix(plan_fix(fix, cluster), transports, yes=True)
+    finally:
+        for t in transports.values():
+            t.close()
+    assert not result.ok and result.failed_node == "spark2"
+    assert "unreachable" in result.message and result.done == {"spark1": ["run"]}
+    entries = Journal().entries()
+    assert [e["event"] for e in entries] == ["fix-start", "command", "command", "fix-end"]
+    assert entries[2]["node"] == "spark2" and entries[2]["exit_code"] is None
