@@ -59,3 +59,17 @@ def test_every_recipe_round_trips_through_yaml() -> None:
         again = parse_recipe_text(recipe_to_yaml(r), "<roundtrip>")
         assert recipe_to_yaml(again) == recipe_to_yaml(r)
         assert again.facts() == r.facts()
+
+
+def test_cli_history_and_undo(capsys) -> None:
+    from spark_tui.entry import main
+
+    assert main(["recipes", "history", RID]) == 0
+    assert "never patched" in capsys.readouterr().out
+    RevisionStore().patch(load_recipes().get(RID), note="fix x", set_args={"--max-num-seqs": 8})
+    assert main(["recipes", "history", RID]) == 0
+    out = capsys.readouterr().out
+    assert "* revision 1: fix x" in out and "+    --max-num-seqs: 8" in out
+    assert main(["recipes", "undo", RID]) == 0
+    assert "now at revision 0" in capsys.readouterr().out
+    assert main(["recipes", "undo", RID]) == 2

@@ -15,6 +15,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     show = rs.add_parser("show", help="one recipe in full: model, flags, env, profiles, notes")
     show.add_argument("id")
     show.add_argument("--json", action="store_true")
+    hist = rs.add_parser("history", help="a recipe's revisions (fixes' patches) with diffs")
+    hist.add_argument("id")
+    undo = rs.add_parser("undo", help="go back to the revision before the current one")
+    undo.add_argument("id")
     render = rs.add_parser(
         "render",
         help="print the shell commands per node, ready to paste",
@@ -44,6 +48,8 @@ def run(args: argparse.Namespace) -> int:
     if args.recipes_command == "list":
         return _list(book, args.json)
     recipe = book.get(args.id)
+    if args.recipes_command in ("history", "undo"):
+        return _history(recipe, undo=args.recipes_command == "undo")
     if args.recipes_command == "show":
         return _show(recipe, args.json)
     from spark_tui.recipes.clusters import find_cluster
@@ -114,4 +120,25 @@ def _show(recipe, as_json: bool) -> int:
     if r.revision:
         out.append(f"# revision {r.revision} (patched; see 'spark-tui report')")
     sys.stdout.write("\n".join(out) + "\n" + recipe_to_yaml(r))
+    return 0
+
+
+def _history(recipe, undo: bool) -> int:
+    from spark_tui.recipes.revisions import RevisionStore
+
+    store = RevisionStore()
+    if undo:
+        back = store.undo(recipe.id)
+        print(f"{recipe.id}: now at revision {back.revision} (revision {recipe.revision} is kept)")
+        return 0
+    revs = store.revisions(recipe.id)
+    if not revs:
+        print(f"{recipe.id}: never patched (revision 0, as shipped)")
+        return 0
+    current = store.current_number(recipe.id)
+    for rev in revs:
+        mark = "*" if rev.number == current else " "
+        print(f"{mark} revision {rev.number}: {rev.note}")
+        if rev.diff:
+            print(rev.diff.rstrip("\n"))
     return 0
