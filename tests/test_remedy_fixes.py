@@ -406,3 +406,35 @@ def _cluster_file(tmp_path: Path) -> Path:
     )
     assert os.path.exists(p)
     return p
+
+
+def test_every_fix_of_the_knowledge_base_plans_or_says_why() -> None:
+    """Each built-in fix renders per node for a working and a known-broken recipe, or
+    refuses with an InputError that says what is missing (never another exception)."""
+    from spark_tui.errors import InputError
+    from spark_tui.kb.loader import load_knowledge
+    from spark_tui.recipes.clusters import simulated_cluster
+
+    book = load_recipes()
+    cluster = simulated_cluster(2)
+    planned = 0
+    for wall in load_knowledge():
+        for fix in wall.fixes:
+            for rid in ("minimax-m2.7-mxfp4-vllm-tp2", "minimax-m2.7-fp8-sglang-tp2"):
+                try:
+                    plan = plan_fix(
+                        fix,
+                        cluster,
+                        book.get(rid),
+                        seen="spark2",
+                        wall=wall.id,
+                        recipes=book.recipes,
+                        stamp="S",
+                    )
+                except InputError as exc:
+                    assert str(exc)
+                    continue
+                text = "\n".join(plan.preview_lines())
+                assert "{node." not in text and "<node." not in text
+                planned += 1
+    assert planned > 0
