@@ -149,7 +149,9 @@ class FixPlan:
         return lines
 
     def confirmation_prompt(self) -> str:
-        verb = "stops serving" if self.fix.risk == "disruptive" else "reboots or changes files"
+        verb = {"disruptive": "stops serving", "destructive": "reboots or changes files"}.get(
+            self.fix.risk, "runs commands"
+        )
         where = ", ".join(self.nodes) or "the recipe only"
         return f"{self.fix.title}: this {verb} ({self.fix.risk}) on {where}. Run it?"
 
@@ -604,7 +606,10 @@ def _verify(
     for node in nodes:
         facts: dict[str, object] = dict(recipe_facts)
         if verify_facts is not None:
-            facts.update(verify_facts(node))
+            try:
+                facts.update(verify_facts(node))
+            except SparkTuiError as exc:  # unreadable now: the check fails, it is not skipped
+                emit(ActionProgress("verify", node, None, "failed", f"cannot read: {exc}"))
         for cond in plan.fix.verify:
             holds = cond.holds(facts)
             result.verify.append(VerifyResult(node, str(cond), holds))
