@@ -68,9 +68,11 @@ def test_a_signature_line_on_a_node_shows_its_diagnosis() -> None:
 
             await wait_for(pilot, shown)
             table = app.main_screen.query_one(DiagnosesTable)
-            assert "vllm-free-memory-low|spark1:serve" in table.diagnoses or any(
-                k.startswith("vllm-free-memory-low|") for k in table.diagnoses
-            )
+            key = next(k for k in table.diagnoses if k.startswith("vllm-free-memory-low|"))
+            assert table.diagnoses[key].node == "spark1"
+            table.focus()
+            table.move_cursor(row=table.get_row_index(key))
+            await pilot.pause()
             detail = app.main_screen.query_one(DiagnosisDetail)
             assert detail.diagnosis is not None
             assert detail.diagnosis.wall.id == "vllm-free-memory-low"

@@ -193,7 +193,7 @@ def bringup_step(step: str):
     async def run_before(pilot) -> None:
         from textual.widgets import ListView
 
-        from spark_tui.tui.session import BRINGUP_STEPS
+        from spark_tui.tui.bringup_driver import BRINGUP_STEPS
 
         await pilot.pause()
         await pilot.press("b")

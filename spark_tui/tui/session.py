@@ -1,13 +1,15 @@
 """The engines the TUI drives, behind one object: cluster, transports, monitor, fixes,
-relaunch, doctor, bring-up. Plain Python (called from worker threads); the TUI adds
+relaunch, doctor, report. Plain Python, called from worker threads; the TUI adds
 nothing to the domain here, it only calls the other packages' APIs.
 """
 
 from __future__ import annotations
 
 import importlib
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from spark_tui.errors import SparkTuiError
@@ -15,24 +17,14 @@ from spark_tui.events import ActionProgress, Event
 from spark_tui.kb.diagnosis import Diagnosis
 from spark_tui.kb.schema import Fix
 from spark_tui.nodes.cluster import ClusterConfig, NodeConfig
-from spark_tui.remedy import render
 
 Progress = Callable[[ActionProgress], None]
-Confirm = Callable[[str], bool]
-
+Confirm = Callable[[str, tuple[str, ...]], bool]
 REAL_PERIOD_S = 0.5  # real seconds between two sampling rounds of a node, at most
-# actions that run commands on nodes (the others change the recipe or are plans)
-_NODE_ACTIONS = {"run", "reboot", "move-aside", "restart-ray", "stop-stack"}
 
 
 class EngineMissing(SparkTuiError):
     """An engine the TUI drives is not installed in this build."""
-
-
-def _real_clock() -> Any:
-    from spark_tui.clock import RealClock
-
-    return RealClock()
 
 
 def _engine(module: str, name: str, what: str) -> Any:
@@ -43,29 +35,25 @@ def _engine(module: str, name: str, what: str) -> Any:
 
 
 @dataclass(frozen=True)
-class NodeCommands:
-    """What a fix runs on one node, exactly as the engine renders it."""
-
-    node: str
-    commands: tuple[str, ...]
-
-
-@dataclass(frozen=True)
 class FixPreview:
-    """A fix rendered for this cluster: per-node commands and recipe changes."""
+    """A fix planned for this cluster by the remediation engine (preview == run)."""
 
     wall: str
     fix: Fix
-    per_node: tuple[NodeCommands, ...]
-    recipe_changes: tuple[str, ...]
+    plan: Any  # spark_tui.remedy.fixes.FixPlan
+    seen: str | None
 
     @property
     def nodes(self) -> tuple[str, ...]:
-        return tuple(n.node for n in self.per_node)
+        return tuple(self.plan.nodes)
 
     @property
     def needs_confirmation(self) -> bool:
-        return self.fix.risk in ("disruptive", "destructive")
+        return bool(self.plan.needs_confirmation)
+
+    def lines(self) -> list[str]:
+        """The engine's own rendering: '# …' notes and the exact commands per node."""
+        return list(self.plan.preview_lines())
 
 
 class ClusterSession:
@@ -91,8 +79,12 @@ class ClusterSession:
         self.monitor: Any = None
         self.sim: Any = None  # the SimCluster when simulated (tests reach its world)
         self._closer = closer
+        self._recipe: Any = None
+        self._book: Any = None
+        self._bringup: Any = None
+        self._lock = threading.Lock()
 
-    # --- opening ------------------------------------------------------------
+    # --- opening --------------------------------------------------------------
     @classmethod
     def open(
         cls,
@@ -101,28 +93,25 @@ class ClusterSession:
         scenario: str | None,
         speed: float | None = None,
     ) -> ClusterSession:
-        """The cluster of cluster.yaml; with none (or a scenario), the simulated cluster."""
+        """The cluster of cluster.yaml; with none (or with a scenario), the simulated one."""
         from spark_tui.kb.loader import load_knowledge
 
         kb = load_knowledge()
         if scenario is None:
-            from pathlib import Path
-
-            from spark_tui.nodes.config import find_cluster_config
+            from spark_tui.nodes.config import find_cluster_config, load_cluster
 
             path = Path(config_path) if config_path else find_cluster_config()
             if path is not None:
-                load = _engine("spark_tui.nodes.config", "load_cluster", "cluster.yaml loader")
-                make = _engine("spark_tui.nodes.ssh", "make_transport", "the SSH transport")
                 from spark_tui.clock import RealClock
+                from spark_tui.nodes.ssh import make_transport
 
-                config = load(path)
-                transports = {n.name: make(n) for n in config.nodes}
+                config = load_cluster(path)
+                transports = {n.name: make_transport(n) for n in config.nodes}
                 return cls(config, transports, RealClock(), kb, read_only=read_only)
-        build = _engine("spark_tui.sim", "build_sim_cluster", "the simulated cluster")
-        default = _engine("spark_tui.sim", "DEFAULT_SCENARIO", "the simulated cluster")
-        name = scenario or default
-        sim = build(name, speed=speed) if speed else build(name)
+        from spark_tui.sim import DEFAULT_SCENARIO, build_sim_cluster
+
+        name = scenario or DEFAULT_SCENARIO
+        sim = build_sim_cluster(name, speed=speed) if speed else build_sim_cluster(name)
         session = cls(
             sim.config,
             dict(sim.transports),
@@ -145,13 +134,44 @@ class ClusterSession:
             return f"simulated cluster ({len(self.config.nodes)} nodes, scenario {self.scenario})"
         return f"{self.config.source} ({len(self.config.nodes)} nodes)"
 
-    # --- live monitor ---------------------------------------------------------
+    # --- recipes ----------------------------------------------------------------
+    def recipes(self) -> Any:
+        """The recipe book (built-in, the user's, newest revisions), loaded once."""
+        if self._book is None:
+            from spark_tui.recipes.loader import load_recipes
+
+            self._book = load_recipes()
+        return self._book
+
+    def current_recipe(self) -> Any:
+        """The recipe in use (after fixes that patched or switched it), or None."""
+        if self._recipe is None:
+            if self.sim is not None:
+                self._recipe = self.sim.recipe  # the scenario's variant
+            elif self.config.recipe:
+                self._recipe = self.recipes().get(self.config.recipe)
+        return self._recipe
+
+    def set_recipe(self, recipe: Any) -> None:
+        self._recipe = recipe
+        self._book = None
+
+    def recipe_label(self) -> str:
+        r = self.current_recipe()
+        return "no recipe" if r is None else f"{r.id} rev {r.revision}"
+
+    def _recipe_facts(self) -> dict:
+        recipe = self.current_recipe()
+        return recipe.facts() if recipe is not None else {}
+
+    # --- live monitor -------------------------------------------------------------
     def start(self, emit: Callable[[Event], None]) -> None:
         """Start watching every node; events go to `emit` from the monitor's threads."""
-        monitor_cls = _engine("spark_tui.monitor", "ClusterMonitor", "the live monitor")
+        from spark_tui.monitor import ClusterMonitor
+
         # period in clock seconds: a fast simulated clock must not mean 30 rounds a second
         speed = float(getattr(self.clock, "speed", 1.0) or 1.0)
-        self.monitor = monitor_cls(
+        self.monitor = ClusterMonitor(
             self.config,
             self.transports,
             self.kb,
@@ -161,21 +181,6 @@ class ClusterSession:
             period_s=max(2.0, REAL_PERIOD_S * speed),
         )
         self.monitor.start()
-
-    def _recipe_facts(self) -> dict:
-        """The current recipe's facts for the recipe-scope rules ({} without one)."""
-        recipe = self.current_recipe()
-        return recipe.facts() if recipe is not None else {}
-
-    def current_recipe(self) -> Any:
-        """The cluster's recipe (its newest revision), or None."""
-        if self.sim is not None:
-            return self.sim.recipe
-        if not self.config.recipe:
-            return None
-        from spark_tui.recipes.loader import load_recipes
-
-        return load_recipes().get(self.config.recipe)
 
     def stop(self) -> None:
         if self.monitor is not None:
@@ -188,90 +193,149 @@ class ClusterSession:
             for t in self.transports.values():
                 t.close()
 
-    # --- fixes ------------------------------------------------------------------
+    def fresh_facts(self, node: str | None) -> dict[str, object]:
+        """Readings taken now (a fix's verify step), or the recipe's facts for node None."""
+        if node is None:
+            return self._recipe_facts()
+        from spark_tui.nodes.sampler import sample
+
+        return {
+            **sample(self.transports[node], self.config.node(node), self.clock).facts(),
+            **self._recipe_facts(),
+        }
+
+    # --- fixes ----------------------------------------------------------------------
     def preview_fix(self, diagnosis: Diagnosis, fix: Fix) -> FixPreview:
-        """Per-node exact commands of a fix (the same rendering the run uses)."""
-        head = self.config.head
-        per_node: dict[str, list[str]] = {}
-        recipe_changes: list[str] = []
-        for action in fix.actions:
-            if action.type not in _NODE_ACTIONS:
-                recipe_changes.extend(render.render_action(action))
-                continue
-            for node in self._targets(action.on, diagnosis):
-                per_node.setdefault(node.name, []).extend(
-                    render.render_action(action, node.placeholder_values(head))
-                )
-        return FixPreview(
-            diagnosis.wall.id,
+        """The remediation engine's plan of a fix for this cluster (what the run runs)."""
+        from spark_tui.remedy.fixes import plan_fix
+
+        names = {n.name for n in self.config.nodes}
+        seen = diagnosis.node if diagnosis.node in names else None
+        plan = plan_fix(
             fix,
-            tuple(NodeCommands(n, tuple(c)) for n, c in per_node.items()),
-            tuple(recipe_changes),
+            self.config,
+            recipe=self.current_recipe(),
+            seen=seen,
+            wall=diagnosis.wall.id,
+            recipes=self.recipes().recipes,
         )
+        return FixPreview(diagnosis.wall.id, fix, plan, seen)
 
     def fix_lines(self, diagnosis: Diagnosis, fix: Fix) -> list[str]:
-        """The preview as text lines, for the diagnosis pane."""
-        p = self.preview_fix(diagnosis, fix)
-        lines: list[str] = []
-        for nc in p.per_node:
-            lines.append(f"# on {nc.node}:")
-            lines.extend(nc.commands)
-        lines.extend(p.recipe_changes)
-        return lines
-
-    def _targets(self, on: str, diagnosis: Diagnosis) -> tuple[NodeConfig, ...]:
-        seen = diagnosis.node if diagnosis.node in {n.name for n in self.config.nodes} else None
-        return self.config.select(on, seen=seen)
+        """A fix's commands for the diagnosis pane (the plan without its title line)."""
+        return self.preview_fix(diagnosis, fix).lines()[1:]
 
     def apply_fix(
-        self, diagnosis: Diagnosis, fix: Fix, confirm: Confirm, progress: Progress
+        self, preview: FixPreview, confirm: Confirm, progress: Progress
     ) -> tuple[bool, str]:
-        """Run a fix through the remediation engine, then its verify step."""
-        self._refuse_if_read_only(f"apply {fix.id}")
-        apply = _engine("spark_tui.remedy.engine", "apply_fix", "the remediation engine")
-        outcome = apply(
-            self.config,
-            self.transports,
-            diagnosis,
-            fix,
-            confirm=confirm,
-            progress=progress,
-            clock=self.clock,
-            read_only=self.read_only,
-        )
-        return bool(getattr(outcome, "ok", outcome)), str(getattr(outcome, "summary", outcome))
+        """Run a planned fix, then its verify step on fresh readings."""
+        from spark_tui.remedy.fixes import run_fix
 
+        result = run_fix(
+            preview.plan,
+            self.transports,
+            confirm=confirm,
+            emit=progress,
+            read_only=self.read_only,
+            verify_facts=self.fresh_facts,
+            clock=self.clock,
+        )
+        if result.recipe is not None and result.recipe is not self._recipe:
+            self.set_recipe(result.recipe)
+        checks = [
+            f"{v.condition} on {v.node or 'the recipe'}: {'holds' if v.holds else 'does NOT hold'}"
+            for v in result.verify
+        ]
+        if not result.ok:
+            return False, result.message or "the fix failed"
+        if result.verified is False:
+            return False, "applied, but verify failed: " + "; ".join(checks)
+        verdict = "verified: " + "; ".join(checks) if checks else "applied (nothing to verify)"
+        return True, verdict + (f"; {result.message}" if result.message else "")
+
+    # --- cluster actions -------------------------------------------------------------
     def relaunch(self, progress: Progress) -> tuple[bool, str]:
-        self._refuse_if_read_only("relaunch")
-        relaunch = _engine("spark_tui.remedy.relaunch", "relaunch", "the relaunch engine")
-        outcome = relaunch(self.config, self.transports, progress=progress, clock=self.clock)
-        return bool(getattr(outcome, "ok", outcome)), str(getattr(outcome, "summary", outcome))
+        """Stop the stack, run the recipe's launch plan again, smoke request, tok/s."""
+        self._refuse_if_read_only("relaunch the recipe")
+        from spark_tui.remedy.launch import relaunch
+
+        recipe = self.current_recipe()
+        if recipe is None:
+            raise SparkTuiError("no recipe to relaunch: choose one in the guided bring-up (b)")
+        result = relaunch(
+            recipe.id, self.config, self.transports, clock=self.clock, emit=progress, recipe=recipe
+        )
+        return result.ok, result.describe()
 
     def undo_patch(self) -> tuple[bool, str]:
+        """Back to the recipe revision before the last patch (every revision stays on disk)."""
         self._refuse_if_read_only("undo the last recipe patch")
-        undo = _engine("spark_tui.recipes.revisions", "undo_last", "recipe revisions")
-        return True, str(undo(self.config.recipe))
+        from spark_tui.recipes.revisions import RevisionStore
+
+        recipe = self.current_recipe()
+        if recipe is None:
+            raise SparkTuiError("no recipe in use")
+        back = RevisionStore().undo(recipe.id)
+        self.set_recipe(back)
+        return True, f"recipe {back.id} back to revision {back.revision}"
 
     def doctor(self, progress: Progress) -> tuple[bool, str]:
-        """Read-only preflight (allowed in --read-only: it changes nothing)."""
-        run = _engine("spark_tui.nodes.doctor", "run_doctor", "the doctor")
-        report = run(self.config, self.transports)
-        return True, str(getattr(report, "summary", report))
+        """Read-only preflight of every node (allowed in --read-only: it changes nothing)."""
+        from spark_tui.nodes.doctor import recipe_model_paths, run_doctor
+
+        recipe = self.current_recipe()
+        report = run_doctor(
+            self.config,
+            self.transports,
+            self.kb,
+            self.clock,
+            recipe_facts=recipe.facts() if recipe else None,
+            image=recipe.image if recipe else None,
+            model_paths=recipe_model_paths(recipe.model.path, recipe.volumes) if recipe else (),
+        )
+        counts = {"pass": 0, "warn": 0, "fail": 0, "skip": 0}
+        for c in report.checks:
+            counts[c.status] = counts.get(c.status, 0) + 1
+            status = {"pass": "ok", "fail": "failed", "warn": "info", "skip": "skipped"}[c.status]
+            progress(ActionProgress(c.id, c.node, None, status, f"{c.status}: {c.detail}"))
+        summary = ", ".join(f"{n} {k}" for k, n in counts.items() if n)
+        return counts["fail"] == 0 and bool(report.reachable), f"doctor: {summary}"
 
     def export_report(self, diagnoses: list[Diagnosis]) -> tuple[bool, str]:
-        write = _engine("spark_tui.remedy.report", "write_report", "the incident report")
-        return True, f"report written to {write(self.config, diagnoses)}"
+        """Write the Markdown incident report under the state directory."""
+        import time
 
-    def bringup(self) -> BringUpDriver:
+        from spark_tui import paths
+        from spark_tui.recipes.revisions import RevisionStore
+        from spark_tui.remedy.journal import Journal
+        from spark_tui.remedy.report import ReportData, build_report
+
+        recipe = self.current_recipe()
+        data = ReportData(
+            cluster=self.config,
+            recipe=recipe,
+            revisions=RevisionStore().revisions(recipe.id) if recipe else [],
+            diagnoses=diagnoses,
+            journal=Journal().entries(),
+        )
+        out = paths.state_dir() / "reports" / time.strftime("incident-%Y%m%d-%H%M%S.md")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(build_report(data), encoding="utf-8")
+        return True, f"report written to {out}"
+
+    def bringup(self) -> Any:
         """The guided bring-up over this cluster (one per session: it resumes)."""
-        if getattr(self, "_bringup", None) is None:
+        if self._bringup is None:
+            from spark_tui.tui.bringup_driver import BringUpDriver
+
             self._bringup = BringUpDriver(self)
         return self._bringup
 
     def detect_interfaces(
         self, hosts: list[str], user: str | None
     ) -> tuple[list[str], str | None, str]:
-        """Probe hosts (one sampling round each): interface names, the detected fabric one, a note."""
+        """Probe hosts (one sampling round each): interface names, the fabric one, a note."""
+        from spark_tui.clock import RealClock
         from spark_tui.nodes.sampler import detect_fabric, sample
 
         names: list[str] = []
@@ -282,17 +346,16 @@ class ClusterSession:
             node = known.get(host) or NodeConfig(
                 f"spark{i}", host, "head" if i == 1 else "worker", user=user
             )
-            transport = self.transports.get(node.name)
+            transport = self.transports.get(node.name) if host in known else None
             if transport is None:
-                make = _engine("spark_tui.nodes.ssh", "make_transport", "the SSH transport")
-                transport = make(node)
-            state = sample(transport, node, self.clock or _real_clock())
+                from spark_tui.nodes.ssh import make_transport
+
+                transport = make_transport(node)
+            state = sample(transport, node, self.clock or RealClock())
             if not state.reachable:
                 notes.append(f"{host}: unreachable ({state.unavailable.get('node', '')})")
                 continue
-            for itf in state.interfaces:
-                if itf.name not in names and itf.name != "lo":
-                    names.append(itf.name)
+            names += [i.name for i in state.interfaces if i.name not in names and i.name != "lo"]
             fab = detect_fabric(state.interfaces)
             if fab:
                 found.append(fab)
@@ -307,149 +370,3 @@ class ClusterSession:
     def _refuse_if_read_only(self, what: str) -> None:
         if self.read_only:
             raise SparkTuiError(f"read-only: refused to {what} (started with --read-only)")
-
-
-BRINGUP_STEPS: tuple[tuple[str, str], ...] = (
-    ("cluster", "Cluster"),
-    ("recipe", "Recipe"),
-    ("doctor", "Doctor"),
-    ("fixes", "Fix what fails"),
-    ("ray", "Start Ray, every GPU"),
-    ("launch", "Launch"),
-    ("smoke", "Smoke request, tok/s"),
-)
-_PLAN_PHASE = {"ray": "ray", "launch": "launch", "smoke": "smoke"}
-
-
-@dataclass(frozen=True)
-class StepOutcome:
-    """How a bring-up step ended; a failure carries the diagnosis that explains it."""
-
-    step: str
-    ok: bool
-    summary: str
-    diagnosis: Diagnosis | None = None
-
-
-class BringUpDriver:
-    """The guided bring-up as the screen sees it, over the recipes helper's engine."""
-
-    def __init__(self, session: ClusterSession) -> None:
-        self.session = session
-        self.recipe_id = session.config.recipe
-        self._status = {sid: "pending" for sid, _t in BRINGUP_STEPS}
-        if not session.simulated and session.config.source.endswith(".yaml"):
-            self._status["cluster"] = "ok"
-        if self.recipe_id:
-            self._status["recipe"] = "ok"
-        self._diagnoses: list[Diagnosis] = []
-
-    def recipes(self) -> list[Any]:
-        try:
-            from spark_tui.recipes.loader import load_recipes
-
-            return list(load_recipes())
-        except (ImportError, SparkTuiError):
-            return []
-
-    def status(self, sid: str) -> str:
-        return self._status[sid]
-
-    def mark(self, sid: str, status: str) -> None:
-        self._status[sid] = status
-
-    def resume_step(self) -> str:
-        """The first step not done: where the bring-up goes on."""
-        return next((sid for sid, _t in BRINGUP_STEPS if self._status[sid] != "ok"), "smoke")
-
-    def note_diagnosis(self, diagnosis: Diagnosis) -> None:
-        self._diagnoses.append(diagnosis)
-
-    def choose_recipe(self, recipe_id: str) -> None:
-        self.recipe_id = recipe_id
-
-    def commands(self, sid: str) -> list[str]:
-        """What a step runs, as exact commands where the engines can render them."""
-        if sid == "cluster":
-            return ["# writes cluster.yaml (name, host, user, role, fabric_if per node)"]
-        if sid == "recipe":
-            return ["# chooses the launch recipe (a known-broken one names the working one)"]
-        if sid == "doctor":
-            return [
-                "# read-only probes on every node (spark-tui doctor): memory, GPU, containers, Ray, fabric"
-            ]
-        if sid == "fixes":
-            lines: list[str] = []
-            for d in self._diagnoses:
-                fixes = [f for f in d.wall.fixes if f.id in d.fixes()]
-                if fixes:
-                    lines.append(f"# {d.wall.id} on {d.node or d.source}: {fixes[0].title}")
-                    lines.extend(self.session.fix_lines(d, fixes[0]))
-            return lines or ["# the fixes of what the doctor and the monitor found (none yet)"]
-        try:
-            from spark_tui.recipes.loader import load_recipes
-            from spark_tui.recipes.render import render_plan
-
-            if not self.recipe_id:
-                return ["# choose a recipe first"]
-            plan = render_plan(load_recipes().get(self.recipe_id), self.session.config)
-            return [line for step in plan.phase(_PLAN_PHASE[sid]) for line in step.paste_lines()]
-        except (ImportError, SparkTuiError) as exc:
-            return [f"# cannot render the plan: {exc}"]
-
-    def write_cluster(self, hosts: list[str], user: str | None, fabric_if: str | None) -> str:
-        """Write cluster.yaml (the head first) and read it back through the validating loader."""
-        import yaml
-
-        from spark_tui import paths
-        from spark_tui.nodes.config import load_cluster
-
-        nodes = []
-        for i, host in enumerate(hosts, start=1):
-            node: dict[str, object] = {"name": f"spark{i}", "host": host}
-            if user:
-                node["user"] = user
-            if fabric_if:
-                node["fabric_if"] = fabric_if
-            node["role"] = "head" if i == 1 else "worker"
-            nodes.append(node)
-        data: dict[str, object] = {"nodes": nodes}
-        if self.recipe_id:
-            data = {"recipe": self.recipe_id, **data}
-        source = self.session.config.source
-        path = (
-            paths.config_dir() / "cluster.yaml" if not source.endswith(".yaml") else _path(source)
-        )
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
-        load_cluster(path)  # bad input names file:line here, before the next step
-        return str(path)
-
-    def run(self, sid: str, progress: Progress) -> StepOutcome:
-        """Run one engine step (doctor, fixes, ray, launch, smoke)."""
-        before = len(self._diagnoses)
-        if sid == "doctor":
-            ok, summary = self.session.doctor(progress)
-            return StepOutcome(sid, ok, summary)
-        engine = _engine("spark_tui.remedy.bringup", "run_step", "the bring-up engine")
-        result = engine(
-            self.session.config,
-            self.session.transports,
-            sid,
-            recipe=self.recipe_id,
-            progress=progress,
-            clock=self.session.clock,
-            read_only=self.session.read_only,
-        )
-        ok = bool(getattr(result, "ok", result))
-        diagnosis = None
-        if not ok:
-            seen = self._diagnoses[before:] or self._diagnoses
-            diagnosis = seen[-1] if seen else None
-        return StepOutcome(sid, ok, str(getattr(result, "summary", result)), diagnosis)
-
-
-def _path(source: str):
-    from pathlib import Path
-
-    return Path(source)

@@ -7,6 +7,7 @@ the bring-up engine behind `ClusterSession.bringup()`.
 
 from __future__ import annotations
 
+import threading
 from typing import ClassVar
 
 from rich.text import Text
@@ -29,11 +30,13 @@ from textual.widgets import (
 
 from spark_tui.errors import SparkTuiError
 from spark_tui.events import ActionProgress, DiagnosisRaised, NodeSampled
+from spark_tui.tui.bringup_driver import BRINGUP_STEPS, StepOutcome
 from spark_tui.tui.event_pump import Batch
 from spark_tui.tui.formatting import serving_text
 from spark_tui.tui.messages import ActionFinished, ProgressReported
+from spark_tui.tui.screens.confirm_modal import ConfirmModal
 from spark_tui.tui.screens.fix_modal import FixModal
-from spark_tui.tui.session import BRINGUP_STEPS, ClusterSession, StepOutcome
+from spark_tui.tui.session import ClusterSession
 from spark_tui.tui.widgets.cluster_form import ClusterForm
 from spark_tui.tui.widgets.recipe_chooser import RecipeChooser
 
@@ -53,6 +56,7 @@ class BringUpScreen(Screen):
         super().__init__(id="bringup")
         self.session = session
         self.driver = session.bringup()
+        self.driver.confirm = self._ask  # the engine asks before disruptive fixes
         self.step = self.driver.resume_step()
         self.outcome: StepOutcome | None = None
 
@@ -101,7 +105,8 @@ class BringUpScreen(Screen):
         switcher.current = {"cluster": "cluster-form", "recipe": "recipe-chooser"}.get(
             sid, "step-runner"
         )
-        runs = Text("Runs:\n", style="bold")
+        runs = Text()
+        runs.append("Runs:\n", style="bold")
         for line in self.driver.commands(sid):
             runs.append(f"  {line}\n", style="dim" if line.startswith("#") else "cyan")
         self.query_one("#step-runs", Static).update(runs)
@@ -124,8 +129,12 @@ class BringUpScreen(Screen):
                 fix = next((f for f in d.wall.fixes if f.id in d.fixes()), None)
                 if fix is not None:
                     text.append(f"Fix ready (a): {fix.title} [{fix.risk}]\n", style="yellow")
-                    for line in self.session.fix_lines(d, fix):
-                        text.append(f"  {line}\n", style="cyan")
+                    try:
+                        lines = self.session.fix_lines(d, fix)
+                    except SparkTuiError as exc:
+                        lines = [f"# cannot plan it here: {exc}"]
+                    for line in lines:
+                        text.append(f"  {line}\n", style="dim" if line.startswith("#") else "cyan")
                 text.append("Then g runs the step again (the bring-up resumes here).", style="dim")
         else:
             status = self.driver.status(self.step)
@@ -133,6 +142,24 @@ class BringUpScreen(Screen):
                 "g runs this step." if status != "ok" else "Done. g runs it again.", style="dim"
             )
         self.query_one("#step-result", Static).update(text)
+
+    def _ask(self, prompt: str, nodes: tuple[str, ...]) -> bool:
+        """From the engine's thread: ask in a modal naming the nodes, wait for the answer."""
+        answered = threading.Event()
+        answer: list[bool] = []
+
+        def show() -> None:
+            def done(ok: bool | None) -> None:
+                answer.append(bool(ok))
+                answered.set()
+
+            self.app.push_screen(ConfirmModal(prompt, nodes), done)
+
+        self.app.call_from_thread(show)
+        while not answered.wait(0.5):
+            if not self.app.is_running:
+                return False
+        return answer[0]
 
     # --- navigation -------------------------------------------------------------------
     def on_list_view_highlighted(self, event: ListView.Highlighted) -> None:
@@ -248,4 +275,9 @@ class BringUpScreen(Screen):
         if fix is None:
             self.notify(f"{d.wall.id} has no fix to apply.", severity="warning")
             return
-        self.app.push_screen(FixModal(self.session, d, self.session.preview_fix(d, fix)))
+        try:
+            preview = self.session.preview_fix(d, fix)
+        except SparkTuiError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        self.app.push_screen(FixModal(self.session, d, preview))

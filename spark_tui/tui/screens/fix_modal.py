@@ -66,17 +66,17 @@ class FixModal(ModalScreen[bool]):
         return t
 
     def _commands_text(self) -> Text:
+        """The engine's plan as it will run: notes dim, commands as typed at a prompt."""
         t = Text()
-        for nc in self.preview.per_node:
-            t.append(f"on {nc.node}:\n", style="bold")
-            for c in nc.commands:
-                t.append(f"  $ {c}\n", style="cyan")
-        if self.preview.recipe_changes:
-            t.append("recipe:\n", style="bold")
-            for c in self.preview.recipe_changes:
-                t.append(f"  {c}\n", style="cyan")
+        for line in self.preview.lines()[1:]:
+            if line.startswith("# on "):
+                t.append(line[2:] + "\n", style="bold")
+            elif line.startswith(("#", "---", "+++", "@@", "-", "+")):
+                t.append(f"  {line}\n", style="dim" if line.startswith("#") else "yellow")
+            else:
+                t.append(f"  $ {line}\n", style="cyan")
         if self.preview.fix.note:
-            t.append(f"\n{self.preview.fix.note}\n", style="italic")
+            t.append(f"\n{' '.join(self.preview.fix.note.split())}\n", style="italic")
         return t
 
     def _question(self) -> Text:
@@ -87,10 +87,9 @@ class FixModal(ModalScreen[bool]):
                 style="bold red",
             )
         nodes = ", ".join(p.nodes) or "no node (recipe change only)"
-        if p.fix.risk == "destructive":
-            return Text(f"DESTRUCTIVE on {nodes}. Apply? y / n", style="bold red")
-        if p.fix.risk == "disruptive":
-            return Text(f"This stops serving on {nodes}. Apply? y / n", style="bold yellow")
+        if p.needs_confirmation:
+            style = "bold red" if p.fix.risk == "destructive" else "bold yellow"
+            return Text(f"{p.plan.confirmation_prompt()}  y / n", style=style)
         return Text(f"Runs on {nodes}. Apply? y / n")
 
     # --- actions ----------------------------------------------------------------
@@ -127,10 +126,9 @@ class FixModal(ModalScreen[bool]):
     def run_fix(self) -> None:
         allowed = set(self.preview.nodes)
 
-        def confirm(message: str) -> bool:
+        def confirm(_prompt: str, nodes: tuple[str, ...]) -> bool:
             # the user confirmed in this modal, for the nodes it named; nothing more
-            named = {n.name for n in self.session.config.nodes if n.name in message}
-            return named <= allowed
+            return set(nodes) <= allowed
 
         def progress(p: ActionProgress) -> None:
             self.post_message(ProgressReported("fix", p))

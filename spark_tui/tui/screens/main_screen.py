@@ -82,7 +82,7 @@ class MainScreen(Screen):
     def on_mount(self) -> None:
         status = self.query_one(StatusLine)
         status.cluster = self.session.describe()
-        status.recipe = self.session.config.recipe or "no recipe"
+        status.recipe = self.session.recipe_label()
         status.read_only = self.session.read_only
         n = len(self.session.config.nodes)
         self.query_one("#nodes", Grid).add_class(f"-cols-{min(3, max(1, n))}")
@@ -153,6 +153,7 @@ class MainScreen(Screen):
     def set_last_action(self, text: str, ok: bool | None) -> None:
         status = self.query_one(StatusLine)
         status.last_action, status.last_ok = text, ok
+        status.recipe = self.session.recipe_label()  # a fix may have patched or switched it
 
     # --- log ----------------------------------------------------------------------
     def _set_log_source(self, node: str | None) -> None:
