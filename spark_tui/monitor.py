@@ -39,7 +39,7 @@ from spark_tui.nodes.parsers.serving import ServingTracker
 from spark_tui.nodes.rules import RuleEngine, cluster_facts
 from spark_tui.nodes.sampler import Sampler
 from spark_tui.nodes.state import NodeState
-from spark_tui.nodes.transport import NodeUnreachable, Reachability, Transport
+from spark_tui.nodes.transport import Reachability, Transport
 
 # log sources that are not the serving engine's log (they do not move log.silent_s)
 NON_SERVING_SOURCES = ("kernel", "dmesg")
@@ -276,7 +276,7 @@ class ClusterMonitor:
             got = 0
             try:
                 stream = transport.stream(commands.DMON)
-            except NodeUnreachable:
+            except Exception:  # unreachable (or a transport bug): try again next period
                 if self._real_wait(self.period_s):
                     return
                 continue
@@ -303,7 +303,7 @@ class ClusterMonitor:
         while not self._stop.is_set():
             try:
                 stream = transport.stream(command)
-            except NodeUnreachable:
+            except Exception:  # unreachable (or a transport bug): try again next period
                 if self._real_wait(self.period_s):
                     return
                 continue

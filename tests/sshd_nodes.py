@@ -27,6 +27,7 @@ API
 - SshdNode: .name, .address, .port, .dir, .bin_dir, .data_dir (shim answers: write files
   here to change what a tool prints), .commands() (calls recorded by the shims),
   .start(), .stop() (kills sshd and every session: the node drops), .restart(),
+  .pause() / .resume() (SIGSTOP/SIGCONT: connected but silent, like a pulled cable),
   .set_file(name, text), .remove_tool(name), .sshd_log().
   Data files the shims read: query-gpu.csv, query-apps.csv, nvidia-smi.txt, dmon.txt,
   docker-ps.jsonl, ray-status.txt, image-id.txt, serve.log (docker logs), ip-o-link.txt,
@@ -71,32 +72,32 @@ DEFAULT_DATA = {
 SHIMS = {
     "nvidia-smi": r"""
 case "$*" in
-  *--query-gpu*) cat "$D/query-gpu.csv" ;;
-  *--query-compute-apps*) cat "$D/query-apps.csv" ;;
-  *dmon*) while :; do cat "$D/dmon.txt" || exit 1; sleep 1; done ;;
-  *) cat "$D/nvidia-smi.txt" ;;
+  *--query-gpu*) /bin/cat "$D/query-gpu.csv" ;;
+  *--query-compute-apps*) /bin/cat "$D/query-apps.csv" ;;
+  *dmon*) while :; do /bin/cat "$D/dmon.txt" || exit 1; sleep 1; done ;;
+  *) /bin/cat "$D/nvidia-smi.txt" ;;
 esac
 """,
     "docker": r"""
 case "$1" in
-  ps) cat "$D/docker-ps.jsonl" 2>/dev/null ;;
-  exec) if [ -f "$D/ray-status.txt" ]; then cat "$D/ray-status.txt"; else
+  ps) /bin/cat "$D/docker-ps.jsonl" 2>/dev/null ;;
+  exec) if [ -f "$D/ray-status.txt" ]; then /bin/cat "$D/ray-status.txt"; else
         echo "Error response from daemon: No such container: $2" >&2; exit 1; fi ;;
-  image) if [ -f "$D/image-id.txt" ]; then cat "$D/image-id.txt"; else
+  image) if [ -f "$D/image-id.txt" ]; then /bin/cat "$D/image-id.txt"; else
          echo "Error response from daemon: No such image: $5" >&2; exit 1; fi ;;
-  logs) cat "$D/serve.log" 2>/dev/null; exec sleep 3600 ;;
+  logs) /bin/cat "$D/serve.log" 2>/dev/null; exec sleep 3600 ;;
   *) echo "docker shim: $*" >&2; exit 1 ;;
 esac
 """,
     "ip": r"""
 case "$*" in
-  "-o link"*) cat "$D/ip-o-link.txt" ;;
-  "-br addr"*) cat "$D/ip-br-addr.txt" ;;
+  "-o link"*) /bin/cat "$D/ip-o-link.txt" ;;
+  "-br addr"*) /bin/cat "$D/ip-br-addr.txt" ;;
   *) exec /usr/sbin/ip "$@" ;;
 esac
 """,
-    "ibdev2netdev": r"""cat "$D/ibdev2netdev.txt" """,
-    "dmesg": r"""cat "$D/dmesg.txt" 2>/dev/null; exit 0""",
+    "ibdev2netdev": r"""/bin/cat "$D/ibdev2netdev.txt" """,
+    "dmesg": r"""/bin/cat "$D/dmesg.txt" 2>/dev/null; exit 0""",
     "sudo": r"""
 if [ -f "$D/sudo-needs-password" ]; then echo "sudo: a password is required" >&2; exit 1; fi
 [ "$1" = "-n" ] && shift
@@ -245,6 +246,20 @@ SetEnv PATH={path}
                 os.kill(pid, signal.SIGKILL)
         self.proc.wait(timeout=10)
         self.proc = None
+
+    def pause(self) -> None:
+        """SIGSTOP sshd and its sessions: connections stay open but nothing answers
+        (a pulled cable, a hung box)."""
+        self._signal_tree(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self._signal_tree(signal.SIGCONT)
+
+    def _signal_tree(self, sig: signal.Signals) -> None:
+        assert self.proc is not None
+        for pid in [self.proc.pid, *_descendants(self.proc.pid)]:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
 
     def restart(self) -> None:
         self.stop()

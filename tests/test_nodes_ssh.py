@@ -114,6 +114,23 @@ def test_node_dropped_mid_stream_comes_back_by_itself(sshd_cluster: SshdCluster)
         t.close()
 
 
+def test_a_silent_node_is_found_out_by_a_timeout(sshd_cluster: SshdCluster) -> None:
+    node = sshd_cluster.node("spark2")
+    t = sshd_cluster.transport("spark2")
+    try:
+        assert t.run("true").ok
+        node.pause()  # TCP stays up, nothing answers
+        with pytest.raises(NodeUnreachable):
+            t.run("true", timeout=1.0)
+        assert not t.state.reachable
+        node.resume()
+        wait_for(lambda: t.state.reachable, "back after the node answers again")
+        assert t.run("echo ok").stdout == "ok\n"
+    finally:
+        node.resume()
+        t.close()
+
+
 def test_first_connect_to_a_dead_node_is_a_state(sshd_cluster: SshdCluster) -> None:
     node = sshd_cluster.node("spark2")
     node.stop()

@@ -44,6 +44,7 @@ from spark_tui.nodes.transport import (
 DEFAULT_BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0)
 KEEPALIVE_S = 15
 CONNECT_TIMEOUT_S = 10.0
+PROBE_S = 5.0  # a live sshd opens a channel in milliseconds
 _READ_BYTES = 65536
 
 
@@ -526,6 +527,16 @@ class SSHTransport(Transport):
         if not self._alive_now() and not self._closed.is_set():
             self._wake.set()
 
+    def _probe(self, transport: paramiko.Transport) -> None:
+        """After a timeout: does the node still answer at all? A channel must open within
+        PROBE_S, else the connection is dead though TCP has not noticed (keepalives only send)."""
+        try:
+            chan = transport.open_session(timeout=PROBE_S)
+        except (paramiko.SSHException, EOFError, OSError) as exc:
+            raise self._dropped(exc) from None
+        with contextlib.suppress(Exception):
+            chan.close()
+
     def _dropped(self, exc: BaseException) -> NodeUnreachable:
         err = NodeUnreachable(self.name, f"connection lost ({type(exc).__name__})")
         self._set_down(err)
@@ -578,6 +589,7 @@ class SSHTransport(Transport):
                     break
                 if time.monotonic() >= deadline:
                     _kill(chan)
+                    self._probe(transport)  # a silent peer (cable pulled) raises here
                     return -9, b"".join(out), b"".join(err), True
                 if not self._alive(chan) and not chan.exit_status_ready():
                     raise EOFError("connection closed")
