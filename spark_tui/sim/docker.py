@@ -38,6 +38,7 @@ class SimContainer:
     files: dict[str, TimedLog | str] = field(default_factory=dict)
     ray: RayDaemon | None = None
     main_blocks: bool = True  # the main process keeps running (sleep, ray --block, a server)
+    main_engine: object = None  # the engine when it is the main process: the container ends with it
     id: str = ""
 
     def __post_init__(self) -> None:
@@ -48,11 +49,24 @@ class SimContainer:
 
     @property
     def running(self) -> bool:
+        self.settle()
         return self.state == "running"
+
+    def settle(self) -> None:
+        """A container whose main process (an engine) died has exited (code 1)."""
+        e = self.main_engine
+        if self.state == "running" and e is not None:
+            now = self.node.world.clock.now()
+            if not e.alive(now):  # type: ignore[attr-defined]
+                self.state = "exited"
+                self.exit_code = 1
+                self.finished_at = e.dead_at  # type: ignore[attr-defined]
+                self.main_engine = None
 
     def start(self, at: float) -> None:
         from spark_tui.sim.shell import run_main_process
 
+        self.main_engine = None
         self.state = "running"
         self.started_at = at
         self.finished_at = None
@@ -78,6 +92,7 @@ class SimContainer:
             self.finished_at = at
 
     def status(self, now: float) -> str:
+        self.settle()
         if self.state == "running":
             return f"Up {_ago(now - (self.started_at or now))}"
         if self.state == "created":
@@ -85,6 +100,7 @@ class SimContainer:
         return f"Exited ({self.exit_code}) {_ago(now - (self.finished_at or now))} ago"
 
     def ps_json(self, now: float) -> str:
+        self.settle()
         created = dt.datetime.fromtimestamp(self.created_at, dt.timezone.utc)
         cmd = " ".join(self.command)
         return json.dumps(
@@ -108,6 +124,8 @@ class SimContainer:
         )
 
     def inspect(self, now: float) -> dict[str, object]:
+        self.settle()
+
         def iso(t: float | None) -> str:
             if t is None:
                 return "0001-01-01T00:00:00Z"

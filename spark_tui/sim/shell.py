@@ -1336,6 +1336,8 @@ def _serve(argv: list[str], ctx: Ctx, stdin: str) -> Out:
         e.plan()
         world.engines.append(e)
         http.serve(world, e)
+        if ctx.main:
+            c.main_engine = e
     if not ctx.detached:
         ctx.blocked = True
     return Out(0)
@@ -1355,6 +1357,8 @@ def _join_sglang(ctx: Ctx, spec: object, argv: list[str], sink: TimedLog | None)
     waiting = world.sglang_waiting.setdefault(key, [])
     waiting[:] = [r for r in waiting if r.container.running]
     waiting.append(SglangRank(ctx.node, ctx.container, argv, dict(ctx.env), now, sink))  # type: ignore[arg-type]
+    if ctx.main:
+        ctx.container.main_engine = _Pending()  # type: ignore[union-attr]
     if len({r.node.name for r in waiting}) < nnodes:
         return
     world.sglang_waiting.pop(key, None)
@@ -1374,6 +1378,18 @@ def _join_sglang(ctx: Ctx, spec: object, argv: list[str], sink: TimedLog | None)
     e.plan()
     world.engines.append(e)
     http.serve(world, e)
+    for r in ranks:
+        if isinstance(r.container.main_engine, _Pending):
+            r.container.main_engine = e
+
+
+class _Pending:
+    """A rank waiting for the others: alive until they come."""
+
+    dead_at = None
+
+    def alive(self, now: float) -> bool:
+        return True
 
 
 def _python(argv: list[str], ctx: Ctx, stdin: str) -> Out:
