@@ -31,8 +31,10 @@ async def wait_for(pilot, condition: Callable[[], object], limit_s: float = 30.0
     raise AssertionError(f"not reached within {limit_s} s: {condition.__doc__ or condition}")
 
 
-def live_app(scenario: str = "healthy", read_only: bool = False) -> SparkTuiApp:
-    session = ClusterSession.open(None, read_only=read_only, scenario=scenario, speed=20.0)
+def live_app(
+    scenario: str = "healthy", read_only: bool = False, speed: float = 20.0
+) -> SparkTuiApp:
+    session = ClusterSession.open(None, read_only=read_only, scenario=scenario, speed=speed)
     return SparkTuiApp(session)
 
 
@@ -103,5 +105,93 @@ def test_a_dropped_node_shows_unreachable_and_comes_back_by_itself() -> None:
             assert str(pane.query_one(".reach").render()) == "reachable"
             other = app.main_screen.query_one("#node-spark1", NodePane)
             assert not other.has_class("-unreachable")
+
+    asyncio.run(scenario())
+
+
+async def select_wall(pilot, app: SparkTuiApp, wall: str) -> None:
+    """Click-free selection: the row of `wall` gets the cursor (as the user would)."""
+    table = app.main_screen.query_one(DiagnosesTable)
+    key = next(k for k in table.diagnoses if k.startswith(f"{wall}|"))
+    table.focus()
+    table.move_cursor(row=table.get_row_index(key))
+    await pilot.pause()
+
+
+def test_apply_previews_confirms_applies_and_verifies_on_the_nodes() -> None:
+    from spark_tui.tui.messages import ActionFinished
+    from spark_tui.tui.screens.fix_modal import FixModal
+
+    async def scenario() -> None:
+        app = live_app("page-cache-hog")
+        seen: list = []
+        async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
+            table = app.main_screen.query_one(DiagnosesTable)
+            await wait_for(
+                pilot, lambda: any(k.startswith("page-cache-hog|") for k in table.diagnoses)
+            )
+            await select_wall(pilot, app, "page-cache-hog")
+            await pilot.press("a")
+            await wait_for(pilot, lambda: isinstance(app.screen, FixModal))
+            modal = app.screen
+            assert modal.preview.fix.id == "drop-page-caches"
+            assert set(modal.preview.nodes) == {"spark1", "spark2"}
+            preview = str(modal.query_one("#fix-preview").render())
+            assert preview.count("sudo -n sh -c 'sync; echo 3 > /proc/sys/vm/drop_caches'") == 2
+            nodes = app.session.sim.nodes
+            assert all(n.page_cache_gib > 20 for n in nodes.values())  # nothing ran yet
+            await pilot.press("y")
+            await wait_for(pilot, lambda: modal.phase == "done")
+            done = [m for m in seen if isinstance(m, ActionFinished) and m.action == "fix"]
+            assert done and done[-1].ok, done[-1].summary if done else seen
+            assert "verified: memory.cached_gib < 5" in done[-1].summary
+            assert all(n.page_cache_gib < 5 for n in nodes.values())  # the nodes really changed
+            assert "Applied and verified" in str(modal.query_one("#fix-question").render())
+            output = "\n".join(modal.query_one("#fix-output").lines)
+            assert "drop_caches" in output
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: not isinstance(app.screen, FixModal))
+            status = app.main_screen.query_one("#status").last_action
+            assert status.startswith("fix: verified")
+
+    asyncio.run(scenario())
+
+
+def test_relaunch_reaches_serving_in_the_page_cache_hog_scenario() -> None:
+    from spark_tui.tui.messages import ActionFinished
+
+    async def scenario() -> None:
+        app = live_app("page-cache-hog", speed=400.0)  # a 5-minute weight load in a second
+        seen: list = []
+        async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
+            table = app.main_screen.query_one(DiagnosesTable)
+            await wait_for(
+                pilot, lambda: any(k.startswith("page-cache-hog|") for k in table.diagnoses)
+            )
+            # the first relaunch hits the wall: vLLM sees too little free memory
+            await pilot.press("r")
+            finished = lambda: [
+                m for m in seen if isinstance(m, ActionFinished) and m.action == "relaunch"
+            ]  # noqa: E731
+            await wait_for(pilot, lambda: len(finished()) == 1, limit_s=60)
+            assert not finished()[0].ok
+            await wait_for(
+                pilot, lambda: any(k.startswith("vllm-free-memory-low|") for k in table.diagnoses)
+            )
+            await pilot.press("escape")
+            # its fix (chosen by the readings: the page cache), then relaunch again
+            await select_wall(pilot, app, "vllm-free-memory-low")
+            await pilot.press("a", "y")
+            await wait_for(pilot, lambda: app.screen.phase == "done", limit_s=30)
+            await pilot.press("enter")
+            await pilot.press("r")
+            await wait_for(pilot, lambda: len(finished()) == 2, limit_s=60)
+            last = finished()[-1]
+            assert last.ok, last.summary
+            assert "tok/s" in last.summary
+            head = app.main_screen.query_one("#node-spark1", NodePane)
+            await wait_for(
+                pilot, lambda: head.state is not None and head.state.serving.phase == "serving"
+            )
 
     asyncio.run(scenario())

@@ -155,6 +155,7 @@ class ClusterSession:
     def set_recipe(self, recipe: Any) -> None:
         self._recipe = recipe
         self._book = None
+        self.follow_recipe_logs()
 
     def recipe_label(self) -> str:
         r = self.current_recipe()
@@ -181,6 +182,26 @@ class ClusterSession:
             period_s=max(2.0, REAL_PERIOD_S * speed),
         )
         self.monitor.start()
+        self.follow_recipe_logs()
+
+    def follow_recipe_logs(self) -> None:
+        """Tail the logs the recipe's launch plan writes (the serve log inside the head
+        container, the containers' own logs), so their lines reach the matcher."""
+        recipe = self.current_recipe()
+        if self.monitor is None or recipe is None:
+            return
+        from spark_tui.recipes.render import render_plan
+
+        try:
+            plan = render_plan(recipe, self.config)
+        except SparkTuiError:
+            return  # a recipe that cannot render for this cluster has no logs to follow
+        for node, commands in plan.log_sources.items():
+            for command in commands:
+                words = command.split()
+                # the monitor's own name for a container log, so the two never double up
+                source = f"container:{words[-1]}" if words[:2] == ["docker", "logs"] else "serve"
+                self.monitor.tail(node, source, command)
 
     def stop(self) -> None:
         if self.monitor is not None:

@@ -134,9 +134,7 @@ class FixModal(ModalScreen[bool]):
             self.post_message(ProgressReported("fix", p))
 
         try:
-            ok, summary = self.session.apply_fix(
-                self.diagnosis, self.preview.fix, confirm, progress
-            )
+            ok, summary = self.session.apply_fix(self.preview, confirm, progress)
         except SparkTuiError as exc:
             ok, summary = False, str(exc)
         except Exception as exc:  # an engine bug must end the modal, not hang it
