@@ -91,3 +91,11 @@ def test_bulk_finds_what_line_by_line_finds(
     streamed = [(h.wall.id, h.line_no) for h in m.scan_lines("s", fed)]
     assert bulk(m, data, sizes) == streamed
     assert bulk(m, data, [1 << 20]) == streamed
+
+
+@pytest.mark.parametrize("engine", engines())
+def test_leading_inline_flags_in_every_engine(engine: str) -> None:
+    # no literal of 3+ bytes, so the re engine puts it in its combined alternation,
+    # where Python refuses a global "(?i)" that is not at the very start
+    m = Matcher([wall("w", LogSignature(r"(?i)\d+ab|zz\d"))], engine=engine)
+    assert [h.line_no for h in m.scan_lines("s", [b"x", b"12AB", b"ZZ9", b"ab"])] == [2, 3]

@@ -108,6 +108,9 @@ def _line_span(data: bytes, pos: int) -> tuple[int, int]:
     return start, (len(data) if end < 0 else end)
 
 
+_LEADING_FLAGS = re.compile(r"^\(\?([aiLmsux]+)\)")
+
+
 class _AlternationEngine(_Engine):
     """One combined pattern; after a match, skip to the next line."""
 
@@ -116,6 +119,11 @@ class _AlternationEngine(_Engine):
         parts = []
         for p in patterns:
             src = p.rx.pattern.decode()
+            # a pattern's own leading "(?i)" must become a scoped group inside the
+            # alternation (Python's re refuses global flags after the start)
+            src = _LEADING_FLAGS.sub(lambda m: f"(?{m.group(1)}:", src, count=1) + (
+                ")" if _LEADING_FLAGS.match(src) else ""
+            )
             parts.append(f"(?i:{src})" if p.sig.ignore_case else f"(?:{src})")
         self._rx = compile_fn("(?m)" + "|".join(parts)) if parts else None
 
