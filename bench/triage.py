@@ -7,8 +7,8 @@ What it does, in one run:
   1. builds a vLLM-style log of the given size from real healthy lines
      (tests/sample-logs/healthy/*.log and the real captures in
      ../shared/fixtures/real/), repeated, with the real wall examples of
-     tests/sample-logs/walls/<wall-id>/*.log planted at known lines (the first
-     plant straddles the matcher's first 4 MiB chunk boundary);
+     tests/sample-logs/walls/<wall-id>/*.log planted at known lines (the plant
+     nearest the matcher's first 4 MiB chunk boundary straddles it);
   2. exports the loaded knowledge base's log signatures to a POSIX ERE file
      (the same regexes, translated from Python syntax by parse tree);
   3. times `spark-tui triage --json [--engine E] FILE` for each matcher engine
@@ -17,7 +17,8 @@ What it does, in one run:
   4. checks every planted wall is reported at its planted line with the planted
      count, and that grep counts exactly the lines an independent per-line
      Python `re` reference says match (so the two tools did the same work);
-  5. measures peak RSS on a second, smaller file, to show memory is flat.
+  5. measures peak RSS on a second, smaller file, to show memory is flat;
+  6. scans once in-process: every planted hit at its line, nothing else.
 
 Results: a Markdown table on stdout and DIR/results.json (DIR defaults to
 bench/out/, which git ignores). bench/README.md ("## Triage") has the figures.
