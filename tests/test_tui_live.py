@@ -170,9 +170,10 @@ def test_relaunch_reaches_serving_in_the_page_cache_hog_scenario() -> None:
             )
             # the first relaunch hits the wall: vLLM sees too little free memory
             await pilot.press("r")
-            finished = lambda: [
-                m for m in seen if isinstance(m, ActionFinished) and m.action == "relaunch"
-            ]  # noqa: E731
+
+            def finished() -> list:
+                return [m for m in seen if isinstance(m, ActionFinished) and m.action == "relaunch"]
+
             await wait_for(pilot, lambda: len(finished()) == 1, limit_s=60)
             assert not finished()[0].ok
             await wait_for(
