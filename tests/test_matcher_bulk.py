@@ -36,6 +36,7 @@ LINES = [
     b"",
     b"x" * 300,
     b"CR line\r",
+    b"\x1b[0m",  # nothing but a colour code
 ]
 
 
