@@ -253,7 +253,7 @@ def parse_recipe(data: Any, file: str) -> Recipe:
     cfg = c.mapping(
         m.get("config"),
         "model.config",
-        {"layers", "attention_heads", "kv_heads", "head_dim", "source"},
+        {"layers", "attention_heads", "kv_heads", "head_dim", "max_position_embeddings", "source"},
     )
     model_id = c.text(m, "id", "model")
     model = ModelSpec(
@@ -265,6 +265,9 @@ def parse_recipe(data: Any, file: str) -> Recipe:
         attention_heads=c.number(cfg, "attention_heads", "model.config", integer=True),
         kv_heads=c.number(cfg, "kv_heads", "model.config", integer=True),
         head_dim=c.number(cfg, "head_dim", "model.config", integer=True),
+        max_position_embeddings=c.number(
+            cfg, "max_position_embeddings", "model.config", integer=True
+        ),
         config_source=c.text(cfg, "source", "model.config"),
     )
     if cfg and any(k in cfg for k in ("layers", "kv_heads", "head_dim")) and "source" not in cfg:
@@ -300,6 +303,7 @@ def parse_recipe(data: Any, file: str) -> Recipe:
             "args",
             "env",
             "node_args",
+            "worker_args",
             "log",
             "ready_line",
             "port",
@@ -323,6 +327,7 @@ def parse_recipe(data: Any, file: str) -> Recipe:
         env=c.env(s, "env", "serve"),
         command=c.text_list(s, "command", "serve"),
         node_args=c.args(s, "node_args", "serve"),
+        worker_args=c.args(s, "worker_args", "serve"),
         log=log,
         ready_line=c.text(s, "ready_line", "serve"),
         port=port,
@@ -357,8 +362,19 @@ def parse_recipe(data: Any, file: str) -> Recipe:
                 "unset_env",
                 "measured",
                 "stability",
+                "executor",
+                "node_args",
+                "worker_args",
             },
         )
+        p_exec = c.text(p, "executor", where) or None
+        if p_exec is not None and p_exec not in EXECUTORS:
+            c.err(f"{where}.executor must be one of {', '.join(EXECUTORS)}", p, "executor")
+            p_exec = None
+        p_nodes = c.args(p, "node_args", where) if "node_args" in p else None
+        p_workers = c.args(p, "worker_args", where) if "worker_args" in p else None
+        if p_exec == "mp" and nodes > 1 and not (p_nodes or serve.node_args):
+            c.err(f"{where}: an mp profile of a multi-node recipe needs node_args", p, "executor")
         profiles[name] = Profile(
             name=name,
             description=c.text(p, "description", where),
@@ -368,6 +384,9 @@ def parse_recipe(data: Any, file: str) -> Recipe:
             unset_env=c.text_list(p, "unset_env", where),
             measured=c.measured(p, "measured", where),
             stability=c.text(p, "stability", where),
+            executor=p_exec,
+            node_args=p_nodes,
+            worker_args=p_workers,
         )
         for flag in profiles[name].unset_args:
             if flag not in serve.args:

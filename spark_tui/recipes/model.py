@@ -53,6 +53,9 @@ class ModelSpec:
     attention_heads: int | None = None
     kv_heads: int | None = None
     head_dim: int | None = None
+    # config.json max_position_embeddings: vLLM's --max-model-len / SGLang's --context-length
+    # default when the serve command gives none (the fit estimate's context)
+    max_position_embeddings: int | None = None
     config_source: str = ""
 
 
@@ -78,6 +81,8 @@ class ServeSpec:
     env: dict[str, str] = field(default_factory=dict)
     command: tuple[str, ...] = ()  # default by engine (vllm serve MODEL / sglang.launch_server)
     node_args: dict[str, ArgValue] = field(default_factory=dict)  # mp: per-node, templated
+    # mp: added on every rank but 0 (vLLM's --headless: no API server there)
+    worker_args: dict[str, ArgValue] = field(default_factory=dict)
     log: str = "/tmp/serve.log"  # inside the container
     ready_line: str = "Application startup complete"
     port: int = 8000
@@ -106,6 +111,10 @@ class Profile:
     unset_env: tuple[str, ...] = ()
     measured: Measured | None = None
     stability: str = ""
+    # executor switch (`no-ray`: ray -> mp); node_args/worker_args replace the recipe's
+    executor: str | None = None
+    node_args: dict[str, ArgValue] | None = None
+    worker_args: dict[str, ArgValue] | None = None
 
 
 @dataclass(frozen=True)
@@ -163,6 +172,18 @@ class Recipe:
     @property
     def tp(self) -> int | None:
         for flag in ("--tensor-parallel-size", "--tp-size", "--tp", "-tp"):
+            value = self.serve.args.get(flag)
+            if value not in (None, True):
+                try:
+                    return int(value)
+                except (TypeError, ValueError):
+                    return None
+        return None
+
+    @property
+    def pp(self) -> int | None:
+        """Pipeline-parallel size (vLLM --pipeline-parallel-size, SGLang --pp-size)."""
+        for flag in ("--pipeline-parallel-size", "--pp-size", "-pp"):
             value = self.serve.args.get(flag)
             if value not in (None, True):
                 try:
@@ -242,8 +263,29 @@ class Recipe:
             raise InputError(f"recipe {self.id!r} has no profile {name!r} (profiles: {known})")
         p = self.profiles[name]
         serve = patch_serve(self.serve, p.set_args, p.unset_args, p.set_env, p.unset_env)
+        if p.node_args is not None:
+            serve = replace(serve, node_args=dict(p.node_args))
+        if p.worker_args is not None:
+            serve = replace(serve, worker_args=dict(p.worker_args))
         measured = p.measured or self.measured
-        return replace(self, serve=serve, measured=measured, profile=name)
+        out = replace(self, serve=serve, measured=measured, profile=name)
+        if p.executor and p.executor != self.executor:
+            out = out.with_executor(p.executor)
+        return out
+
+    def with_executor(self, executor: str) -> Recipe:
+        """This recipe under another executor. Going ray -> mp, the Ray daemons' environment
+        (which the serve process inherited inside the head container, and the Ray workers on
+        every node) becomes every node's container environment, so NCCL_SOCKET_IFNAME,
+        GLOO_SOCKET_IFNAME, VLLM_HOST_IP… still reach every rank. RAY_* variables are Ray's own
+        knobs and have no reader without Ray: they are dropped, as is the `ray:` section."""
+        if executor == self.executor:
+            return self
+        if executor == "mp" and self.executor == "ray":
+            env = dict(self.docker_env)
+            env.update({k: v for k, v in self.ray.env.items() if not k.startswith("RAY_")})
+            return replace(self, executor="mp", docker_env=env, ray=RaySpec())
+        return replace(self, executor=executor)
 
 
 def _fact_value(value: ArgValue) -> object:

@@ -33,7 +33,7 @@ def ray_gpus(status_output: str) -> float | None:
 class LaunchStep:
     """One step on one node: its exact command and what it waits for."""
 
-    id: str  # stop-leftovers | drop-caches | ray-head | ray-worker | wait-ray | serve | wait-ready | smoke
+    id: str  # stop-leftovers | drop-caches | ray-head | ray-worker | wait-ray | serve | wait-join | wait-ready | smoke
     phase: str  # preflight | ray | launch | smoke (the bring-up's stages)
     node: str
     title: str

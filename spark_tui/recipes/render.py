@@ -142,7 +142,25 @@ def serve_argv(recipe: Recipe, values: Mapping[str, object], node: str) -> list[
         base = ["python3", "-m", "sglang.launch_server", "--model-path", recipe.model.path]
     base += arg_words(recipe.serve.args, vals, recipe, node)
     base += arg_words(recipe.serve.node_args, vals, recipe, node)
+    if recipe.executor == "mp" and vals.get("node.rank", 0) != 0:
+        base += arg_words(recipe.serve.worker_args, vals, recipe, node)
     return base
+
+
+def join_line(recipe: Recipe, rank: int, size: int) -> str:
+    """The log line a rank prints once every rank has joined torch.distributed (mp executor).
+
+    vLLM (vllm/distributed/parallel_state.py, initialize_model_parallel, every version with
+    the multi-node mp executor): "rank R in world size W is assigned as DP rank …, TP rank …"
+    — written after init_process_group returned, i.e. after all W ranks reached the store.
+    SGLang (srt/model_executor/model_runner.py, init_torch_distributed): "Init torch
+    distributed ends. mem usage=… GB", prefixed with the rank's "[… TP<r>]".
+    """
+    if recipe.engine == "vllm":
+        world = (recipe.tp or 1) * (recipe.pp or 1)
+        per_node = max(1, world // max(1, size))  # one GPU per GB10 node: rank == node rank
+        return f"rank {rank * per_node} in world size {world} is assigned as"
+    return "Init torch distributed ends"
 
 
 def serve_script(recipe: Recipe, values: Mapping[str, object], node: str) -> str:
@@ -366,6 +384,29 @@ def render_plan(
                 )
             )
             logs[n.name] = (tail,)
+        for n in nodes:
+            rank = int(vals[n.name]["node.rank"])  # type: ignore[call-overload]
+            name = container[n.name]
+            line = join_line(recipe, rank, size)
+            steps.append(
+                LaunchStep(
+                    "wait-join",
+                    "launch",
+                    n.name,
+                    f"wait for rank {rank} to join the {size}-node group "
+                    f"({line!r} in {name}'s log)",
+                    "wait-line",
+                    shell.join(["docker", "exec", name, "tail", "-n", "200", recipe.serve.log]),
+                    timeout_s=min(900.0, recipe.serve.startup_timeout_s),
+                    interval_s=5,
+                    expect=line,
+                    log_sources=(
+                        shell.join(
+                            ["docker", "exec", name, "tail", "-n", "200", "-F", recipe.serve.log]
+                        ),
+                    ),
+                )
+            )
     logs[head.name] = (*logs.get(head.name, ()), log_tail_command(recipe, follow=True))
     steps.append(
         LaunchStep(

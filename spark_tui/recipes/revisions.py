@@ -55,6 +55,7 @@ def recipe_to_data(r: Recipe) -> dict[str, Any]:
             ("attention_heads", m.attention_heads),
             ("kv_heads", m.kv_heads),
             ("head_dim", m.head_dim),
+            ("max_position_embeddings", m.max_position_embeddings),
         )
         if v is not None
     }
@@ -91,6 +92,8 @@ def recipe_to_data(r: Recipe) -> dict[str, Any]:
     serve["env"] = dict(s.env)
     if s.node_args:
         serve["node_args"] = dict(s.node_args)
+    if s.worker_args:
+        serve["worker_args"] = dict(s.worker_args)
     serve.update(
         {
             "log": s.log,
@@ -120,6 +123,9 @@ def recipe_to_data(r: Recipe) -> dict[str, Any]:
                     ("unset_env", list(p.unset_env)),
                     ("measured", _measured(p.measured) if p.measured else None),
                     ("stability", p.stability),
+                    ("executor", p.executor),
+                    ("node_args", dict(p.node_args) if p.node_args is not None else None),
+                    ("worker_args", dict(p.worker_args) if p.worker_args is not None else None),
                 )
                 if v
             }
