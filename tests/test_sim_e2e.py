@@ -18,12 +18,13 @@ from spark_tui.recipes.render import render_plan
 from spark_tui.remedy.fixes import plan_fix, run_fix
 from spark_tui.remedy.launch import LaunchRunner
 from spark_tui.sim import build_sim_cluster
-from spark_tui.sim.scenarios import recipe_for
+from spark_tui.sim.transport import POLL_S
 
 SPEED = 3000.0
 MAX_LAUNCHES = 4
 WATCH_S = 15 * 60  # simulated time the monitor watches a failed launch
 STEP_S = 20.0
+TAIL_POLL_S = 3 * POLL_S
 
 
 @dataclass
@@ -44,6 +45,9 @@ def _watch(c, monitor: ClusterMonitor, seconds: float) -> None:
         if c.clock.now() >= t_end:
             return
         c.clock.advance(STEP_S)
+        time.sleep(TAIL_POLL_S)  # let the log tails (threads, as in the TUI) catch up
+        # without start() the monitor has no flusher thread: hand it the tailed lines now
+        monitor._drain()
 
 
 def _launch(c, kb, recipe, run: bool = True) -> ClusterMonitor:
@@ -78,9 +82,14 @@ def _launch(c, kb, recipe, run: bool = True) -> ClusterMonitor:
 
 
 def _first_fix(diags: list, served: bool):
-    """The fix spark-tui proposes first: the most severe, earliest diagnosis with a fix
+    """The fix spark-tui proposes first: the most severe diagnosis with a fix, a node's
+    readings before a log line (a log line's cause is chosen from the node that printed it,
+    which for SGLang's balance check is the healthy one), then the earliest
     (warnings only when nothing serves)."""
-    diags = sorted(diags, key=lambda d: (SEVERITY_RANK[d.severity], d.first_seen))
+    diags = sorted(
+        diags,
+        key=lambda d: (SEVERITY_RANK[d.severity], not d.source.endswith("readings"), d.first_seen),
+    )
     for d in diags:
         if d.severity == "info" or (served and d.severity != "error"):
             continue

@@ -211,8 +211,8 @@ def _follow_target(t: SimTransport, argv: list[str]) -> tuple[TimedLog, int, obj
         ref = next((a for a in argv[2:i] if not a.startswith("-")), "")
         c = dk.find(node, ref)
         path = next((a for a in reversed(targs) if a.startswith("/")), "")
-        if c is None or not path:
-            return None
+        if c is None or not path or not c.running:
+            return None  # docker exec answers with its error, as on a real node
         f = c.files.get(path)
         if not isinstance(f, TimedLog):
             f = TimedLog()
