@@ -187,3 +187,11 @@ def test_scenario_is_diagnosed_fixed_and_serves(name: str) -> None:
     assert set(scenario.walls) & set(story.walls[0]), story
     assert story.served, story
     assert story.launches <= 2, story
+
+
+def test_flashmla_sglang_ends_by_switching_to_the_vllm_recipe() -> None:
+    story = play("flashmla-sglang")
+    assert "flashmla-unsupported-arch" in story.walls[0], story
+    assert story.fixes == [("flashmla-unsupported-arch", "switch-to-vllm-recipe")], story
+    assert story.served and story.launches == 2, story
+    assert story.final_recipe == "minimax-m2.7-nvfp4-vllm-tp2"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -99,4 +99,7 @@ def recipe_for(scenario: Scenario, recipe_id: str | None = None) -> Any:
         recipe = book[rid]
     if recipe_id is None or recipe_id == scenario.recipe:
         recipe = apply_sets(recipe, list(scenario.sets))
+        if scenario.switch_to and not recipe.instead:
+            # the recipe the seed pivoted to, so that the KB's switch-recipe fix has a target
+            recipe = replace(recipe, instead=scenario.switch_to)
     return recipe
