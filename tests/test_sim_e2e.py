@@ -128,7 +128,8 @@ def play(name: str) -> Story:
             diags = [
                 d
                 for d in monitor.diagnoses()
-                if d.severity != "info" and not (d.source.endswith(KERNEL_SOURCE) and d.evidence in old_kernel)
+                if d.severity != "info"
+                and not (d.source.endswith(KERNEL_SOURCE) and d.evidence in old_kernel)
             ]
             story.walls.append(sorted({d.wall.id for d in diags}))
             served = served and _smoke_ok(c, recipe)
@@ -184,7 +185,12 @@ def test_scenario_is_diagnosed_fixed_and_serves(name: str) -> None:
 
     scenario = get(name)
     story = play(name)
-    assert set(scenario.walls) & set(story.walls[0]), story
+    kb = load_knowledge()
+    errors = {w for w in story.walls[0] if kb.get(w).severity == "error"}
+    # the diagnoses are the scenario's walls: every error named is one of them
+    assert errors and errors <= set(scenario.walls), story
+    # every applied fix came from the knowledge base, for the wall it was proposed for
+    assert story.fixes and all(f in {x.id for x in kb.get(w).fixes} for w, f in story.fixes), story
     assert story.served, story
     assert story.launches <= 2, story
 

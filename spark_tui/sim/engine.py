@@ -351,9 +351,10 @@ class Engine:
             )
             # graphs replayed over NCCL across nodes wedge the compiled DAG after 2-8 requests:
             # seed 003 (expert parallel over Ray, and PP=2); seed 001's TP=2 with graphs served
-            ep_or_pp = "--enable-expert-parallel" in spec.args or spec.num(
-                "--pipeline-parallel-size", "-pp", default=1
-            ) > 1
+            ep_or_pp = (
+                "--enable-expert-parallel" in spec.args
+                or spec.num("--pipeline-parallel-size", "-pp", default=1) > 1
+            )
             if self.uses_ray and len(self.members) > 1 and ep_or_pp:
                 self.fail_on_request = self.rng.randint(2, 8)
         else:
