@@ -1,4 +1,5 @@
-"""`spark-tui recipes list | show ID | render ID [--profile NAME] [--set KEY=VALUE]...`"""
+"""`spark-tui recipes list | show ID | render ID [--profile NAME] [--set KEY=VALUE]...`
+| fit ID [--profile NAME] [--set KEY=VALUE]... [--json] [--config FILE]`"""
 
 from __future__ import annotations
 
@@ -39,6 +40,28 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     render.add_argument("--config", metavar="FILE", dest="render_config", help="cluster.yaml")
     render.add_argument("--json", action="store_true", help="the plan as JSON (steps, waits, logs)")
+    fit = rs.add_parser(
+        "fit",
+        help="does the model fit each node's memory? (before a launch; reads every node)",
+        description=(
+            "Weights, KV cache, runtime and Ray's object store per node against the memory "
+            "each node has now (after dropping caches, minus what other processes hold). "
+            "Reads ./cluster.yaml, ~/.config/spark-tui/cluster.yaml or --config FILE; with "
+            "none, the built-in simulated cluster."
+        ),
+    )
+    fit.add_argument("id")
+    fit.add_argument("--profile", metavar="NAME")
+    fit.add_argument(
+        "--set",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        dest="sets",
+        help="override for this estimate, e.g. serve.--gpu-memory-utilization=0.82",
+    )
+    fit.add_argument("--config", metavar="FILE", dest="render_config", help="cluster.yaml")
+    fit.add_argument("--json", action="store_true", help="one JSON object (see DESIGN.md)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -52,6 +75,8 @@ def run(args: argparse.Namespace) -> int:
         return _history(recipe, undo=args.recipes_command == "undo")
     if args.recipes_command == "show":
         return _show(recipe, args.json)
+    if args.recipes_command == "fit":
+        return _fit(recipe, args)
     from spark_tui.recipes.clusters import find_cluster
     from spark_tui.recipes.render import render_plan
 
@@ -142,3 +167,58 @@ def _history(recipe, undo: bool) -> int:
         if rev.diff:
             print(rev.diff.rstrip("\n"))
     return 0
+
+
+def _fit(recipe, args: argparse.Namespace) -> int:
+    """Read every node once (the simulated cluster when there is no cluster.yaml), then fit."""
+    from pathlib import Path
+
+    from spark_tui.errors import InputError
+    from spark_tui.nodes.config import find_cluster_config, load_cluster
+    from spark_tui.recipes.fit import fit_nodes, read_states
+    from spark_tui.recipes.overrides import apply_sets
+
+    r = apply_sets(recipe.with_profile(args.profile), args.sets)
+    config = getattr(args, "render_config", None) or getattr(args, "config", None)
+    path = Path(config) if config else find_cluster_config()
+    if config and not Path(config).exists():
+        raise InputError("no such cluster file", config)
+    sim = None
+    if path is not None:
+        from spark_tui.clock import RealClock
+        from spark_tui.nodes.ssh import make_transport
+
+        cluster = load_cluster(path)
+        transports = {n.name: make_transport(n) for n in cluster.nodes}
+        clock = RealClock()
+    else:
+        from spark_tui.sim.cluster import build_sim_cluster
+
+        sim = build_sim_cluster(nodes=r.nodes)
+        cluster, transports, clock = sim.config, sim.transports, sim.clock
+    if len(cluster.nodes) < r.nodes:
+        raise InputError(
+            f"recipe {r.id!r} needs {r.nodes} nodes; the cluster ({cluster.source}) has "
+            f"{len(cluster.nodes)}"
+        )
+    nodes = [cluster.head, *cluster.workers][: r.nodes]
+    try:
+        states = read_states(nodes, transports, clock)
+    finally:
+        if sim is not None:
+            sim.close()
+        else:
+            for t in transports.values():
+                t.close()
+    report = fit_nodes(r, cluster, states)
+    if args.json:
+        json.dump(report.to_json(), sys.stdout)
+        print()
+    else:
+        sys.stdout.write(report.to_text())
+    unreachable = [n for n in nodes if not states[n.name].reachable]
+    for n in unreachable:
+        print(
+            f"{n.name}: unreachable ({states[n.name].unavailable.get('node', '')})", file=sys.stderr
+        )
+    return 1 if unreachable else 0
