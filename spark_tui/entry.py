@@ -59,7 +59,14 @@ def main(argv: list[str] | None = None) -> int:
 
             return run_tui(config=args.config, read_only=args.read_only, scenario=None)
         module = importlib.import_module(f"spark_tui.cli.{args.command}")
-        return int(module.run(args) or 0)
+        result = module.run(args)
+        from spark_tui.cli import OpenTui
+
+        if isinstance(result, OpenTui):
+            from spark_tui.tui.launch import run_tui
+
+            return run_tui(config=result.config, read_only=result.read_only, scenario=result.scenario)
+        return int(result or 0)
     except SparkTuiError as exc:
         print(f"spark-tui: {exc}", file=sys.stderr)
         return exc.exit_code

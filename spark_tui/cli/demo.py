@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from spark_tui.cli import OpenTui
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -16,7 +18,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--list", action="store_true", help="list the scenarios, one line each")
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int | OpenTui:
     from spark_tui.sim import scenarios as sc
 
     if args.list:
@@ -27,6 +29,4 @@ def run(args: argparse.Namespace) -> int:
         return 0
     name = args.scenario or sc.DEFAULT
     sc.get(name)  # an unknown name is an InputError (exit 2) before any screen opens
-    from spark_tui.tui.launch import run_tui
-
-    return run_tui(config=None, read_only=bool(getattr(args, "read_only", False)), scenario=name)
+    return OpenTui(config=None, read_only=bool(getattr(args, "read_only", False)), scenario=name)
