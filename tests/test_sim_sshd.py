@@ -47,3 +47,58 @@ def test_simulated_node_through_real_sshd_and_paramiko(tmp_path: Path) -> None:
         cluster.stop()
         server.close()
         sim.close()
+
+
+def test_sim_server_process_and_remote_shell_without_sshd(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import time
+
+    sock = str(tmp_path / "s.sock")
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "spark_tui.sim.server",
+            "--socket",
+            sock,
+            "--scenario",
+            "drm-override",
+        ]
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not Path(sock).exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+        def remote(command: str, node: str = "spark2") -> subprocess.CompletedProcess:
+            env = {**os.environ, "SSH_ORIGINAL_COMMAND": command}
+            return subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "spark_tui.sim.remote_shell",
+                    "--socket",
+                    sock,
+                    "--node",
+                    node,
+                ],
+                env=env,
+                input=b"",
+                capture_output=True,
+                timeout=60,
+            )
+
+        r = remote("ls /etc/modprobe.d/zz-nvidia-drm-override.conf && hostname")
+        assert r.returncode == 0 and r.stdout.decode().splitlines()[-1] == "spark2"
+        r = remote("cat /nope")
+        assert r.returncode == 1 and b"No such file" in r.stderr
+        r = remote("sudo -n reboot && echo asked")
+        assert r.returncode == 0
+        time.sleep(0.2)
+        r = remote("true")
+        assert r.returncode == 255 and b"rebooting" in r.stderr  # the node is down
+        assert remote("true", node="spark1").returncode == 0
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
