@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     config = getattr(args, "sub_config", None) or getattr(args, "config", None)
     cluster = load_cluster(Path(config) if config else None)
     kb = load_knowledge()
-    recipe_facts = image = None
+    recipe_facts = image = recipe = None
     model_paths: list[str] = []
     if cluster.recipe:
         from spark_tui.recipes.loader import load_recipes
@@ -51,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
             recipe_facts=recipe_facts,
             image=image,
             model_paths=model_paths,
+            fit_recipe=recipe,
         )
     finally:
         for t in transports.values():

@@ -157,8 +157,10 @@ def run_doctor(
     image: str | None = None,
     model_paths: Iterable[str] = (),
     ports: Mapping[int, str] | None = None,
+    fit_recipe: object | None = None,
 ) -> DoctorReport:
-    """Sample every node once and run every check; never changes a node."""
+    """Sample every node once and run every check; never changes a node.
+    With `fit_recipe` (a Recipe), a `fit` check per node: does the model fit its memory."""
     nodes = list(cluster.nodes)
     with ThreadPoolExecutor(max_workers=max(1, min(8, len(nodes)))) as pool:
         states = dict(
@@ -208,7 +210,33 @@ def run_doctor(
     for path in model_paths:
         add(_model_files(path, nodes, states, transports))
     report.checks.extend(_wall_checks(kb, states, clock.now(), recipe_facts))
+    if fit_recipe is not None:
+        report.checks.extend(_fit_checks(fit_recipe, cluster, states))
     return report
+
+
+def _fit_checks(recipe: object, cluster: ClusterConfig, states: Mapping[str, NodeState]) -> list:
+    """`spark-tui recipes fit` as doctor checks, one per node the recipe uses."""
+    from spark_tui.recipes.fit import fit_nodes
+
+    report = fit_nodes(recipe, cluster, states)  # type: ignore[arg-type]
+    gib = 1 << 30
+    out = []
+    for n in report.nodes:
+        if n.available_bytes is None:
+            out.append(Check("fit", n.name, SKIP, n.reason))
+            continue
+        used = (n.budget_bytes or 0) + n.object_store_bytes
+        head = f"{report.recipe.id}: needs {used / gib:.1f} of {n.available_bytes / gib:.1f} GiB"
+        if n.fits:
+            left = (n.available_bytes - used) / gib
+            out.append(Check("fit", n.name, PASS, f"{head}; {left:.1f} GiB headroom"))
+        else:
+            wall = f" (a launch would hit {n.wall})" if n.wall else ""
+            out.append(Check("fit", n.name, FAIL, f"{n.reason}{wall}"))
+    if report.cluster_wall:
+        out.append(Check("fit", None, FAIL, report.advice[-1]))
+    return out
 
 
 # ---------------------------------------------------------------- wall checks
