@@ -63,6 +63,17 @@ MODEL_SIZE = "du -sbL -- {path}"  # bytes under a model directory (HF caches are
 SUDO_CHECK = "sudo -n true"
 
 
+# `spark-tui discover`: what a candidate node is (one round, read-only)
+DISCOVER: dict[str, str] = {
+    "gpu": SAMPLE["gpu"],
+    "addrs": SAMPLE["addrs"],
+    "links": SAMPLE["links"],
+    "roce": SLOW["roce"],
+    "hostname": "uname -n",
+}
+NEIGHBOURS = "ip neigh show"  # run on this machine: the ARP/neighbour table
+
+
 def sample_script(sections: dict[str, str]) -> str:
     """One sh script that prints every section behind its marker, whatever fails."""
     parts = []
