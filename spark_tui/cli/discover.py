@@ -53,6 +53,7 @@ def _ask_key(where: str, kind: str, fingerprint: str) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
+    import logging
     from pathlib import Path
 
     from spark_tui import paths
@@ -70,8 +71,6 @@ def run(args: argparse.Namespace) -> int:
     from spark_tui.nodes.local import LocalTransport
     from spark_tui.nodes.ssh import default_known_hosts_path, default_ssh_config_path
     from spark_tui.yamlfile import parse_yaml
-
-    import logging
 
     # paramiko logs a traceback for every port that answers without speaking SSH: the
     # reason is reported per host below instead
