@@ -347,7 +347,12 @@ class _ChannelLines(LineStream):
 
 
 def _kill(chan: paramiko.Channel) -> None:
-    """Ask sshd to kill the command (RFC 4254 'signal'), then close the channel."""
+    """Ask sshd to kill the command (RFC 4254 'signal'), then close the channel.
+
+    OpenSSH honours the signal for ordinary users; for a root login it refuses
+    ("requires privilege separation") and the command only ends when it next
+    writes to its closed output (SIGPIPE), as dmon and log tails do every second.
+    """
     with contextlib.suppress(Exception):
         if not chan.closed and chan.active:
             m = paramiko.Message()
