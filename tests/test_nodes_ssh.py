@@ -166,3 +166,23 @@ def test_local_host_gets_the_local_transport(tmp_path: Path) -> None:
 
     t = make_transport(NodeConfig("box", "local", "head"))
     assert isinstance(t, LocalTransport) and t.name == "box"
+
+
+def test_proxyjump_through_another_node(sshd_cluster: SshdCluster) -> None:
+    spark1, spark2 = sshd_cluster.node("spark1"), sshd_cluster.node("spark2")
+    with sshd_cluster.ssh_config.open("a") as fh:
+        fh.write(
+            f"\nHost behind-spark1\n  HostName {spark2.address}\n  Port {spark2.port}\n"
+            f"  IdentityFile {sshd_cluster.identity}\n  ProxyJump spark1\n"
+        )
+    target = resolve_target("behind-spark1")
+    assert target.proxy_jump == ("spark1",)
+    t = make_transport(NodeConfig("hidden", "behind-spark1"))
+    try:
+        assert t.run("echo through").stdout == "through\n"
+        assert t.state.reachable
+    finally:
+        t.close()
+    # nothing else talked to spark1 in this test: it was the jump host
+    assert spark1.sshd_log().count("Accepted publickey") == 1
+    assert spark2.sshd_log().count("Accepted publickey") == 1
