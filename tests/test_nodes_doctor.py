@@ -209,3 +209,39 @@ def test_doctor_with_a_missing_tool(sshd_cluster: SshdCluster, missing: str) -> 
     else:  # this machine's real docker has no daemon: docker's own words
         assert "docker" in report.states["spark2"].unavailable["containers"]
     assert report.states["spark2"].memory is not None
+
+
+def test_same_image_and_model_files_on_every_node(sshd_cluster: SshdCluster, tmp_path) -> None:
+    model = tmp_path / "models" / "M2.7"
+    model.mkdir(parents=True)
+    (model / "model-00001-of-00002.safetensors").write_bytes(b"\0" * 4096)
+    (model / "config.json").write_text("{}")
+    spark1, spark2 = sshd_cluster.node("spark1"), sshd_cluster.node("spark2")
+    spark1.set_file("image-id.txt", "sha256:1111\n")
+    spark2.set_file("image-id.txt", "sha256:2222\n")
+    cluster = sshd_cluster.cluster_config()
+    transports = {n.name: sshd_cluster.transport(n.name) for n in cluster.nodes}
+    try:
+        report = run_doctor(
+            cluster,
+            transports,
+            load_knowledge(),
+            RealClock(),
+            image="vllm-node:latest",
+            model_paths=[str(model)],
+        )
+        checks = {(c.id, c.node): c for c in report.checks}
+        assert checks[("container-image", None)].status == "warn"
+        assert "sha256:1111" in checks[("container-image", None)].detail
+        assert checks[("model-files", None)].status == "pass"
+        spark2.data_dir.joinpath("image-id.txt").unlink()
+        report = run_doctor(
+            cluster, transports, load_knowledge(), RealClock(), image="vllm-node:latest"
+        )
+        checks = {(c.id, c.node): c for c in report.checks}
+        assert checks[("container-image", None)].status == "fail"
+        assert "missing on spark2" in checks[("container-image", None)].detail
+    finally:
+        for t in transports.values():
+            t.close()
+    assert "docker image inspect --format {{.Id}} vllm-node:latest" in spark1.commands()
