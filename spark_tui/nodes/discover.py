@@ -477,7 +477,8 @@ def discover(
     sparks.sort(key=lambda p: _ip_key(p.fabric_ip) or _ip_key(p.candidate.host) or (9, p.where))
     for p in sparks:
         c = p.candidate
-        base = c.host if c.source == "ssh-config" else (p.hostname or c.host)
+        # a name the user gave (an alias) names the node; an address is named by its host name
+        base = (p.hostname or c.host) if _ip_key(c.host) else c.host
         role = "worker" if proposal.nodes else "head"
         proposal.nodes.append(
             (
