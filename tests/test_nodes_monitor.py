@@ -195,3 +195,25 @@ def test_monitor_over_real_sshd_survives_a_drop(sshd_cluster: SshdCluster) -> No
     finally:
         mon.stop()
     assert not any(t.is_alive() for t in mon._threads)
+
+
+def test_one_remote_session_per_round_and_slow_sections_every_nth(sshd_cluster: SshdCluster):
+    from spark_tui.clock import RealClock
+    from spark_tui.nodes.sampler import Sampler
+
+    node = sshd_cluster.node("spark1")
+    node.set_file("ray-status.txt", (FIX / "gb10" / "ray-status.txt").read_text())
+    t = sshd_cluster.transport("spark1")
+    sampler = Sampler(t, node.node_config("head"), RealClock(), slow_every=3)
+    try:
+        states = [sampler.next_round() for _ in range(4)]
+    finally:
+        t.close()
+    assert node.sshd_log().count("Starting session: command") == 4  # one per round
+    assert t.connects == 1
+    calls = node.commands()
+    assert sum(c.startswith("docker exec ray-head ray status") for c in calls) == 2  # rounds 1, 4
+    assert sum(c.startswith("nvidia-smi --query-gpu") for c in calls) == 4
+    # between slow rounds the slow readings are carried over
+    assert all(s.ray is not None and s.ray.gpus_total == 2.0 for s in states)
+    assert all(s.facts()["net.roce_devices"] == 1 for s in states)
