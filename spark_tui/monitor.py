@@ -97,6 +97,9 @@ class ClusterMonitor:
         }
         self._nvrm_seen: dict[str, set[str]] = {n.name: set() for n in cluster.nodes}
         self._last_emit: dict[tuple[str, str], float] = {}
+        self._boot_ids: dict[str, str] = {}
+        self._reboot_expected: set[str] = set()
+        self._rebooted_unasked: set[str] = set()
         self._started = False
 
     # ------------------------------------------------------------------ public
@@ -156,6 +159,11 @@ class ClusterMonitor:
     def reachability(self) -> dict[str, Reachability]:
         with self._lock:
             return dict(self._reach)
+
+    def expect_reboot(self, node: str) -> None:
+        """spark-tui itself is rebooting this node: its next boot id change is asked for."""
+        with self._lock:
+            self._reboot_expected.add(node)
 
     def sample_once(self, node: str) -> NodeState:
         """One round for one node now, in the caller's thread (events and rules as usual)."""
@@ -246,7 +254,18 @@ class ClusterMonitor:
                 else g
                 for g in gpus
             )
-        return dataclasses.replace(state, serving=serving, gpus=gpus)
+        extra = dict(state.extra_facts)
+        if state.boot_id is not None:
+            before = self._boot_ids.get(node)
+            if before is not None and before != state.boot_id:
+                if node in self._reboot_expected:
+                    self._reboot_expected.discard(node)
+                    self._rebooted_unasked.discard(node)
+                else:  # a reset or power loss nobody asked for (node-unexpected-reboot)
+                    self._rebooted_unasked.add(node)
+            self._boot_ids[node] = state.boot_id
+            extra["boot.changed_unasked"] = node in self._rebooted_unasked
+        return dataclasses.replace(state, serving=serving, gpus=gpus, extra_facts=extra)
 
     def _after_round(self, node: str, state: NodeState) -> None:
         # new NVRM kernel lines go through the matcher like any log (nvrm-oom is a log wall)

@@ -31,7 +31,8 @@ API
   .set_file(name, text), .remove_tool(name), .sshd_log().
   Data files the shims read: query-gpu.csv, query-apps.csv, nvidia-smi.txt, dmon.txt,
   docker-ps.jsonl, ray-status.txt, image-id.txt, serve.log (docker logs), ip-o-link.txt,
-  ip-br-addr.txt, ibdev2netdev.txt, dmesg.txt, meminfo.txt (else the real /proc/meminfo),
+  ip-br-addr.txt, ibdev2netdev.txt, dmesg.txt, meminfo.txt and boot.txt (boot id + uptime;
+  else the real /proc files),
   ping-reachable, sudo-needs-password (present = sudo -n refuses).
 - shim_node(dir, name) → an SshdNode set up but not started: its bin_dir on a
   LocalTransport's PATH gives the same shims without SSH.
@@ -106,6 +107,7 @@ exec "$@"
     # /proc/meminfo as the node's data says (the real file otherwise)
     "cat": r"""
 if [ "$*" = "/proc/meminfo" ] && [ -f "$D/meminfo.txt" ]; then exec /bin/cat "$D/meminfo.txt"; fi
+case "$*" in /proc/sys/kernel/random/boot_id*) [ -f "$D/boot.txt" ] && exec /bin/cat "$D/boot.txt" ;; esac
 exec /bin/cat "$@"
 """,
     # never sends a packet: the answer comes from $D/ping-reachable (one address a line)

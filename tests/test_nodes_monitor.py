@@ -217,3 +217,15 @@ def test_one_remote_session_per_round_and_slow_sections_every_nth(sshd_cluster: 
     # between slow rounds the slow readings are carried over
     assert all(s.ray is not None and s.ray.gpus_total == 2.0 for s in states)
     assert all(s.facts()["net.roce_devices"] == 1 for s in states)
+
+
+def test_a_boot_id_change_nobody_asked_for(tmp_path) -> None:
+    mon, _events, node = local_monitor(tmp_path, LEAKED_MEMINFO)
+    node.set_file("boot.txt", "9257d276-7f33-47af-b507-554202799ff7\n741.19 1378.38\n")
+    assert mon.sample_once("box").facts()["boot.changed_unasked"] is False
+    node.set_file("boot.txt", "0c0ffee0-7f33-47af-b507-554202799ff7\n12.50 20.00\n")
+    s = mon.sample_once("box")
+    assert s.facts()["boot.changed_unasked"] is True and s.uptime_s == 12.5
+    mon.expect_reboot("box")
+    node.set_file("boot.txt", "1c0ffee0-7f33-47af-b507-554202799ff7\n10.00 20.00\n")
+    assert mon.sample_once("box").facts()["boot.changed_unasked"] is False
