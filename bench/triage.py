@@ -18,7 +18,8 @@ What it does, in one run:
      count, and that grep counts exactly the lines an independent per-line
      Python `re` reference says match (so the two tools did the same work);
   5. measures peak RSS on a second, smaller file, to show memory is flat;
-  6. scans once in-process: every planted hit at its line, nothing else.
+  6. scans once in-process: every planted hit at its line, nothing else;
+  7. times both on a log where every tenth line is a wall (a crash loop).
 
 Results: a Markdown table on stdout and DIR/results.json (DIR defaults to
 bench/out/, which git ignores). bench/README.md ("## Triage") has the figures.
@@ -492,6 +493,30 @@ def check_every_plant(path: Path, built: Built, kb) -> list[str]:
     ]
 
 
+def build_dense(path: Path, size: int, ref: Reference, samples: Path) -> dict[str, int]:
+    """A log where every tenth line is a wall: each real example line that is a
+    wall on its own, then nine healthy lines, over and over. Returns the expected
+    count per wall."""
+    fill, _sources, _dropped = filler(ref, samples)
+    unit_lines: list[bytes] = []
+    per_unit: dict[str, int] = {}
+    k = 0
+    for blk in blocks(ref, samples):
+        for line in blk.lines:
+            alone = ref.hits([line])
+            if len(alone) == 1:
+                unit_lines.append(line)
+                unit_lines.extend(fill[(k + i) % len(fill)] for i in range(9))
+                k += 9
+                per_unit[alone[0][0]] = per_unit.get(alone[0][0], 0) + 1
+    unit = b"".join(unit_lines)
+    reps = max(size // max(len(unit), 1), 1)
+    with path.open("wb") as fh:
+        for _ in range(reps):
+            fh.write(unit)
+    return {w: n * reps for w, n in per_unit.items()}
+
+
 def engines_available() -> list[str]:
     out = []
     for name in ENGINES:
@@ -542,6 +567,12 @@ def main(argv: list[str] | None = None) -> int:
         type=parse_size,
         default=None,
         help="second, smaller log for the flat-memory check (default size/8, at least 64M)",
+    )
+    ap.add_argument(
+        "--dense-size",
+        type=parse_size,
+        default=parse_size("64M"),
+        help="size of the log where every tenth line is a wall (64M)",
     )
     ap.add_argument("--knowledge", type=Path, default=None, help="knowledge dir (built-in)")
     ap.add_argument(
@@ -701,6 +732,26 @@ def main(argv: list[str] | None = None) -> int:
         "big_rss_mb": max(r.rss_mb for r in runs.get(default_engine, runs[engines[0]])),
         "small_correct": not small_problems,
     }
+    # the other extreme: a log where every tenth line is a wall (a crash loop)
+    dense = args.out / "dense.log"
+    want = build_dense(dense, args.dense_size, ref, args.samples)
+    warm(dense)
+    d_grep = timed("grep", [*grep_cmd[:-1], str(dense)], cenv)
+    d_tui = timed("dense", ["spark-tui", "triage", "--json", *kb_args, str(dense)])
+    try:
+        d_got = {d["wall"]: d["count"] for d in json.loads(d_tui.stdout)["diagnoses"]}
+    except (ValueError, KeyError):
+        d_got = {}
+    ok = ok and d_got == want
+    results["dense"] = {
+        "size_bytes": dense.stat().st_size,
+        "wall_lines": sum(want.values()),
+        "grep_seconds": d_grep.seconds,
+        "seconds": d_tui.seconds,
+        "ratio_to_grep": d_tui.seconds / d_grep.seconds,
+        "rss_mb": d_tui.rss_mb,
+        "counts_right": d_got == want,
+    }
     (args.out / "results.json").write_text(json.dumps(results, indent=1))
     print(report(results))
     return 0 if ok else 1
@@ -728,7 +779,12 @@ def report(r: dict) -> str:
         )
     rc = r["rss_check"]
     ep = r["every_plant"]
+    dn = r["dense"]
     lines += [
+        f"every tenth line a wall ({dn['size_bytes'] / 2**20:.0f} MiB, {dn['wall_lines']:,} wall"
+        f" lines): triage {dn['seconds']:.2f} s, grep {dn['grep_seconds']:.2f} s,"
+        f" ratio {dn['ratio_to_grep']:.2f}, {dn['rss_mb']:.0f} MB,"
+        f" counts {'right' if dn['counts_right'] else 'WRONG'}",
         f"every planted hit, in-process, default engine: {ep['hits_planted']} planted,"
         f" {'all found at their lines, nothing else' if not ep['problems'] else ep['problems']}",
         "",
