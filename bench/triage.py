@@ -651,6 +651,7 @@ def main(argv: list[str] | None = None) -> int:
         f" ({len(big.planted)} plants); log walls without an example: {big.unplanted_log_walls or 'none'}"
     )
     warm(big.path)
+    load_before = os.getloadavg()[0]
     grep_cmd = ["grep", "-E", "-c", "-f", str(patterns), str(big.path)]
     cenv = dict(os.environ, LC_ALL="C")
     runs: dict[str, list[Run]] = {"grep": []}
@@ -692,6 +693,7 @@ def main(argv: list[str] | None = None) -> int:
             "expected_count": big.grep_expected,
         },
         "startup_seconds": startup.seconds,
+        "load_average_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],
         "default_engine": default_engine,
         "engines": {},
     }
@@ -763,6 +765,8 @@ def report(r: dict) -> str:
     lines = [
         f"{r['date']} · {m.get('cpu', '?')} · {m.get('cores', '?')} cores · {m.get('memory', '?')}"
         f" · Python {m['python']} · {m['grep']}",
+        f"load average (1 min) before/after the timed runs: {r['load_average_1m']} on"
+        f" {m.get('cores', '?')} cores",
         f"log: {r['size_bytes'] / 2**20:.0f} MiB, {r['lines']:,} lines, {r['plants']} plants of"
         f" {len(r['log_walls_planted'])} log walls; {r['patterns']} regexes",
         "",
