@@ -22,13 +22,15 @@ FREE_MEMORY_LINE = (
 )
 
 
-async def wait_for(pilot, condition: Callable[[], object], limit_s: float = 30.0) -> None:
-    """Let the app run until `condition()` holds (bounded: fails after limit_s)."""
+async def wait_for(
+    pilot, condition: Callable[[], object], limit_s: float = 30.0, state: Callable[[], object] = str
+) -> None:
+    """Let the app run until `condition()` holds (bounded: fails after limit_s, saying `state()`)."""
     for _ in range(int(limit_s / 0.05)):
         if condition():
             return
         await pilot.pause(0.05)
-    raise AssertionError(f"not reached within {limit_s} s: {condition.__doc__ or condition}")
+    raise AssertionError(f"not reached within {limit_s} s: {state()}")
 
 
 def live_app(

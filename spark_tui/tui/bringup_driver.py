@@ -26,6 +26,7 @@ BRINGUP_STEPS: tuple[tuple[str, str], ...] = (
     ("launch", "Launch"),
     ("smoke", "Smoke request, tok/s"),
 )
+STAGE_ORDER = ("preflight", "fixes", "ray", "launch", "smoke")  # the engine's, in order
 # the engine's stages behind each of our steps
 ENGINE_STAGES = {
     "fixes": ("preflight", "fixes"),
@@ -179,6 +180,12 @@ class BringUpDriver:
             fix = fixes[0]
             if any(a.type in ("relaunch", "switch-recipe") for a in fix.actions):
                 continue
+            # readings walls only while their readings still hold (a fixed wall stays in the
+            # book); a log wall's destructive fix is never queued from an old line
+            if d.wall.kind != "log" and not _holds_now(d, monitor.facts(d.node)):
+                continue
+            if d.wall.kind == "log" and fix.risk == "destructive":
+                continue
             seen.add(d.wall.id)
             names = {n.name for n in self.session.config.nodes}
             plans.append(
@@ -216,9 +223,7 @@ class BringUpDriver:
     def run(self, sid: str, progress: Progress) -> StepOutcome:
         """Run one step to its end or its first failure (running it again resumes there)."""
         if sid == "doctor":
-            ok, summary = self.session.doctor(progress)
-            self._status["doctor"] = "ok" if ok else "failed"
-            return StepOutcome(sid, ok, summary, None if ok else self._newest_error(None))
+            return self._doctor(progress)
         if self.session.read_only:
             raise SparkTuiError(
                 f"read-only: refused to run the {sid} step (started with --read-only)"
@@ -226,10 +231,13 @@ class BringUpDriver:
         self._progress = progress
         started = self.session.clock.now()
         b = self.engine()
+        self._rewind_crashed_launch(b)
+        last = STAGE_ORDER.index(ENGINE_STAGES[sid][-1])
         while True:
             units = b.units()
             i = b.state.next_unit
-            if i >= len(units) or units[i].stage not in ENGINE_STAGES[sid]:
+            # the engine is sequential: a later step first runs what is still pending before it
+            if i >= len(units) or STAGE_ORDER.index(units[i].stage) > last:
                 break
             b.step()
             if b.state.status == "failed":
@@ -240,6 +248,37 @@ class BringUpDriver:
             )
         return StepOutcome(sid, True, b.state.message or "done")
 
+    def _rewind_crashed_launch(self, b: Any) -> None:
+        """A launch that failed waiting for the engine is retried from its first step:
+        waiting again for a server that crashed would only time out again."""
+        units = b.units()
+        i = b.state.next_unit
+        if b.state.status != "failed" or i >= len(units) or units[i].stage != "launch":
+            return
+        b.state.next_unit = next(n for n, u in enumerate(units) if u.stage == "launch")
+
+    def _doctor(self, progress: Progress) -> StepOutcome:
+        """Read-only preflight; it fails on a check that names a wall with a fix (the fix
+        is then ready), other failed checks are reported and do not block."""
+        _ok, summary = self.session.doctor(progress)
+        fixable = [w for w in self.session.doctor_failures() if self._has_fix(w)]
+        self._status["doctor"] = "failed" if fixable else "ok"
+        if not fixable:
+            return StepOutcome("doctor", True, summary)
+        return StepOutcome("doctor", False, summary, self._diagnosis_of(fixable[0]))
+
+    def _has_fix(self, wall_id: str) -> bool:
+        try:
+            return bool(self.session.kb.get(wall_id).fixes)
+        except SparkTuiError:
+            return False
+
+    def _diagnosis_of(self, wall_id: str) -> Diagnosis | None:
+        monitor = self.session.monitor
+        if monitor is None:
+            return None
+        return next((d for d in monitor.diagnoses().newest_first() if d.wall.id == wall_id), None)
+
     def _newest_error(self, since: float | None) -> Diagnosis | None:
         monitor = self.session.monitor
         if monitor is None:
@@ -248,6 +287,11 @@ class BringUpDriver:
             if d.severity != "info" and (since is None or d.last_seen >= since) and d.wall.fixes:
                 return d
         return None
+
+
+def _holds_now(d: Diagnosis, facts: dict[str, object]) -> bool:
+    """Whether one of the wall's reading rules holds on the facts now (durations aside)."""
+    return any(all(c.holds(facts) for c in rule.when) for rule in d.wall.rules)
 
 
 def _path(source: str):

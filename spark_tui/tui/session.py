@@ -82,6 +82,7 @@ class ClusterSession:
         self._recipe: Any = None
         self._book: Any = None
         self._bringup: Any = None
+        self._doctor_failed: list[str] = []
         self._lock = threading.Lock()
 
     # --- opening --------------------------------------------------------------
@@ -314,13 +315,25 @@ class ClusterSession:
             image=recipe.image if recipe else None,
             model_paths=recipe_model_paths(recipe.model.path, recipe.volumes) if recipe else (),
         )
+        self._doctor_failed = [c.id for c in report.checks if c.status == "fail"]
         counts = {"pass": 0, "warn": 0, "fail": 0, "skip": 0}
         for c in report.checks:
             counts[c.status] = counts.get(c.status, 0) + 1
             status = {"pass": "ok", "fail": "failed", "warn": "info", "skip": "skipped"}[c.status]
             progress(ActionProgress(c.id, c.node, None, status, f"{c.status}: {c.detail}"))
         summary = ", ".join(f"{n} {k}" for k, n in counts.items() if n)
+        failed = [
+            f"{c.id}{' on ' + c.node if c.node else ''}: {c.detail}"
+            for c in report.checks
+            if c.status == "fail"
+        ]
+        if failed:
+            summary += " — " + "; ".join(failed)
         return counts["fail"] == 0 and bool(report.reachable), f"doctor: {summary}"
+
+    def doctor_failures(self) -> list[str]:
+        """Wall ids of the doctor's last failed checks (to find their diagnoses)."""
+        return list(self._doctor_failed)
 
     def export_report(self, diagnoses: list[Diagnosis]) -> tuple[bool, str]:
         """Write the Markdown incident report under the state directory."""
