@@ -202,7 +202,9 @@ class ClusterSession:
                 words = command.split()
                 # the monitor's own name for a container log, so the two never double up
                 source = f"container:{words[-1]}" if words[:2] == ["docker", "logs"] else "serve"
-                self.monitor.tail(node, source, command)
+                # until the launch creates the container, docker's "No such container" is
+                # noise, not a log line (the monitor retries the tail by itself)
+                self.monitor.tail(node, source, f"{command} 2>/dev/null")
 
     def stop(self) -> None:
         if self.monitor is not None:

@@ -20,12 +20,13 @@ def diagnosis_key(d: Diagnosis) -> str:
 class DiagnosesTable(DataTable):
     """Rows keyed by 'wall|source'; a repeat only updates its count and time."""
 
+    # fixed widths: rows arrive while the monitor streams, and auto widths lag behind
     COLUMNS = (
-        ("wall", "wall"),
-        ("node", "node"),
-        ("n", "count"),
-        ("sev", "severity"),
-        ("seen", "seen"),
+        ("wall", "wall", 25),
+        ("node", "node", 7),
+        ("n", "count", 3),
+        ("sev", "severity", 7),
+        ("seen", "seen", 8),
     )
 
     def __init__(self, *, id: str | None = None) -> None:
@@ -35,8 +36,8 @@ class DiagnosesTable(DataTable):
         self._seq = 0
 
     def on_mount(self) -> None:
-        for label, key in self.COLUMNS:
-            self.add_column(label, key=key)
+        for label, key, width in self.COLUMNS:
+            self.add_column(label, key=key, width=width)
 
     def upsert(self, d: Diagnosis) -> str:
         """Add or update the row of a diagnosis; returns its key."""
