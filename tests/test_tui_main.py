@@ -169,3 +169,48 @@ async def _test_narrow_terminal_stacks_the_panes() -> None:
         xs = {p.region.x for p in app.screen.query(NodePane)}
         assert len(xs) == 1  # one column
         assert isinstance(app.screen.query_one(DiagnosesTable), DataTable)
+
+
+def test_no_color_is_respected_and_t_switches_dark_and_light(monkeypatch) -> None:
+    from spark_tui.tui.widgets.memory_bar import MemoryBar
+
+    monkeypatch.setenv("NO_COLOR", "1")
+
+    async def scenario() -> None:
+        app = SnapshotApp()
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause()
+            assert app.no_color
+            bar = app.screen.query(MemoryBar).first()
+            assert "█" in bar.render().plain  # without colour the shades tell the parts apart
+            theme = app.theme
+            await pilot.press("t")
+            assert app.theme != theme and "light" in app.theme
+
+    asyncio.run(scenario())
+
+
+def test_palette_runs_actions_and_read_only_refuses_undo_and_bringup_steps() -> None:
+    from spark_tui.tui.screens.bringup_screen import BringUpScreen
+
+    async def scenario() -> None:
+        app = SnapshotApp(read_only=True)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause()
+            status = app.screen.query_one(StatusLine)
+            await pilot.press("ctrl+p")
+            await pilot.pause()
+            await pilot.press(*"Undo the last", "enter")
+            await pilot.pause(0.3)
+            assert "read-only: refused to undo the last recipe patch" in status.last_action
+            await pilot.press("b")
+            await pilot.pause()
+            screen = app.screen
+            assert isinstance(screen, BringUpScreen)
+            screen._show("ray")
+            await pilot.press("g")
+            await pilot.pause()
+            assert screen.driver.status("ray") == "pending"  # nothing ran
+            assert "read-only: refused to run the ray step" in status.last_action
+
+    asyncio.run(scenario())
