@@ -17,10 +17,9 @@ from spark_tui.recipes.loader import load_recipes
 from spark_tui.recipes.render import render_plan
 from spark_tui.remedy.fixes import plan_fix, run_fix
 from spark_tui.remedy.launch import LaunchRunner
-from spark_tui.sim import build_sim_cluster
+from spark_tui.sim import SteppedClock, build_sim_cluster
 from spark_tui.sim.transport import POLL_S
 
-SPEED = 3000.0
 MAX_LAUNCHES = 4
 WATCH_S = 15 * 60  # simulated time the monitor watches a failed launch
 STEP_S = 20.0
@@ -109,7 +108,8 @@ def play(name: str) -> Story:
     story = Story()
     kb = load_knowledge()
     book = {r.id: r for r in load_recipes(use_user=False, use_revisions=False)}
-    with build_sim_cluster(name, speed=SPEED) as c:
+    # time moves only with the waits: the story is the same on a loaded machine
+    with build_sim_cluster(name, clock=SteppedClock()) as c:
         recipe = c.recipe
         book[recipe.id] = recipe
         old_kernel: set[str] = set()

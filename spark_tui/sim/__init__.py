@@ -8,7 +8,7 @@ interface like a real one (never imports Textual).
 
 from __future__ import annotations
 
-from spark_tui.sim.cluster import SimCluster, build_sim_cluster
+from spark_tui.sim.cluster import SimCluster, SteppedClock, build_sim_cluster
 from spark_tui.sim.scenarios import DEFAULT as DEFAULT_SCENARIO
 from spark_tui.sim.scenarios import Scenario
 
@@ -20,4 +20,11 @@ def scenario_names() -> list[str]:
     return list(_all())
 
 
-__all__ = ["DEFAULT_SCENARIO", "Scenario", "SimCluster", "build_sim_cluster", "scenario_names"]
+__all__ = [
+    "DEFAULT_SCENARIO",
+    "Scenario",
+    "SimCluster",
+    "SteppedClock",
+    "build_sim_cluster",
+    "scenario_names",
+]

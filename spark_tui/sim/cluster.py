@@ -54,19 +54,33 @@ class SimCluster:
         self.close()
 
 
+class SteppedClock(ScaledClock):
+    """Simulated time that passes only when someone waits on it (or advance()): runs are
+    deterministic whatever the machine's load. Waits return at once."""
+
+    def __init__(self, start: float = 1_780_000_000.0) -> None:
+        super().__init__(speed=0.0, start=start)
+
+    def sleep(self, seconds: float) -> None:
+        if seconds > 0:
+            self.advance(seconds)
+
+
 def build_sim_cluster(
     scenario: str = sc.DEFAULT,
     nodes: int | None = None,
     speed: float = DEFAULT_SPEED,
     seed: int = 0,
+    clock: ScaledClock | None = None,
 ) -> SimCluster:
     """A cold simulated cluster (spark1..N, spark1 the head) in the scenario's initial state.
 
-    `speed`: simulated seconds per real second (tests use a high speed or clock.advance()).
+    `speed`: simulated seconds per real second (tests use a high speed or clock.advance());
+    `clock`: a clock to use instead (e.g. SteppedClock(): time moves only with the waits).
     """
     s = sc.get(scenario)
     count = nodes or s.nodes_count
-    clock = ScaledClock(speed=speed)
+    clock = clock if clock is not None else ScaledClock(speed=speed)
     world = SimWorld(clock=clock, seed=seed)
     node_cfgs = []
     for i in range(1, count + 1):

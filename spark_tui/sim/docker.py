@@ -13,7 +13,6 @@ from spark_tui.sim.timedlog import TimedLog
 if TYPE_CHECKING:
     from spark_tui.sim.node import SimNode
     from spark_tui.sim.ray import RayDaemon
-    from spark_tui.sim.world import SimWorld
 
 
 @dataclass
@@ -293,7 +292,3 @@ def find(node: SimNode, ref: str) -> SimContainer | None:
 
 def no_such(ref: str) -> str:
     return f"Error response from daemon: No such container: {ref}\n"
-
-
-def ensure_world(node: SimNode) -> SimWorld:
-    return node.world

@@ -167,6 +167,7 @@ class Engine:
     tokens_total: float = 0.0
     fail_on_request: int | None = None  # the n-th request wedges (RayChannelTimeoutError)
     fail_first_request: bool = False  # FlashMLA on sm_121
+    wedged_since: float | None = None  # a request hangs in the compiled DAG from here
     local_port: int | None = None
     cache_base: dict[str, float] = field(default_factory=dict)
     tok_s: float = 20.0
@@ -691,16 +692,12 @@ class Engine:
         if not self.alive(now):
             return "crashed"
         if self.serving_from is not None and now >= self.serving_from:
-            if self.wedged_since is not None and now >= self.wedged_since:
-                return "serving"  # wedged, but /health still answers
-            return "serving"
+            return "serving"  # also when wedged: /health still answers (serving-stall)
         if self.capture_start is not None and now >= self.capture_start:
             return "capturing"
         if self.load_start is not None and now >= self.load_start:
             return "loading"
         return "starting"
-
-    wedged_since: float | None = None
 
     def _process_gib(self, m: Member, now: float) -> float:
         if now < self.start or (self.dead_at is not None and now >= self.dead_at):
@@ -806,7 +803,7 @@ class Engine:
         self.requests_running += 1
         return None
 
-    def end_request(self, tokens: int) -> None:
+    def end_request(self) -> None:
         self.requests_running = max(0, self.requests_running - 1)
 
     def add_tokens(self, n: float) -> None:

@@ -173,7 +173,10 @@ class _Handler(BaseHTTPRequestHandler):
         if why == "wedged":
             # the request hangs until the compiled DAG times out and the engine dies
             while e.alive(world.clock.now()):
-                time.sleep(0.01)
+                if not world.clock.speed:  # a stepped clock: waiting is what passes the time
+                    world.clock.advance(1.0)
+                else:
+                    time.sleep(0.01)
             self._log("POST", "500 Internal Server Error")
             self._json(
                 500,
@@ -224,12 +227,21 @@ class _Handler(BaseHTTPRequestHandler):
                     },
                 )
         finally:
-            e.end_request(n)
+            e.end_request()
 
     def _generate(self, e: Engine, n: int, on_token: object) -> str:
         """Produce n tokens at the engine's rate in simulated time."""
         clock = self.server_ref.world.clock
         out: list[str] = []
+        if not clock.speed:
+            # a stepped clock: generating is what makes simulated time pass
+            for i in range(n):
+                clock.advance(1.0 / e.tok_s)
+                out.append(WORDS[i % len(WORDS)])
+                e.add_tokens(1)
+                if on_token is not None:
+                    on_token(out[-1])  # type: ignore[operator]
+            return "".join(out)
         start = clock.now()
         while len(out) < n:
             # every token due by now (simulated time) goes out at once: the rate holds

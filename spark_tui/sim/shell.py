@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 from spark_tui.sim import docker as dk
 from spark_tui.sim import gpu, sh
 from spark_tui.sim.engine import Engine, parse_serve
-from spark_tui.sim.node import DRM_OVERRIDE
 from spark_tui.sim.ray import ray_start, ray_status, ray_stop
 from spark_tui.sim.timedlog import TimedLog
 
@@ -208,14 +207,6 @@ def _run_pipeline(p: sh.Pipeline, ctx: Ctx, stdin: str, background: bool) -> Out
         ctx.blocked = False
         return Out(0, "", err_all)
     return Out(result.rc, data, err_all)
-
-
-def _resolve_redirs(cmd: sh.Command, ctx: Ctx) -> tuple[list[tuple[int, str, str]], str | None]:
-    out: list[tuple[int, str, str]] = []
-    for r in cmd.redirs:
-        target = " ".join(_expand(r.target, ctx))
-        out.append((r.fd, r.op, target))
-    return out, None
 
 
 def _run_command(cmd: sh.Command, ctx: Ctx, stdin: str, tee_target: str | None) -> Out:
@@ -1346,14 +1337,12 @@ def _serve(argv: list[str], ctx: Ctx, stdin: str) -> Out:
 def _join_sglang(ctx: Ctx, spec: object, argv: list[str], sink: TimedLog | None) -> None:
     """SGLang multi-node: every rank runs launch_server; the engine starts when all joined."""
     from spark_tui.sim import openai_server as http
-    from spark_tui.sim.engine import Member
     from spark_tui.sim.world import SglangRank
 
     world = ctx.world
     now = world.clock.now()
     key = str(spec.arg("--dist-init-addr", default="?"))  # type: ignore[attr-defined]
     nnodes = int(spec.num("--nnodes", default=1))  # type: ignore[attr-defined]
-    rank = int(spec.num("--node-rank", default=0))  # type: ignore[attr-defined]
     waiting = world.sglang_waiting.setdefault(key, [])
     waiting[:] = [r for r in waiting if r.container.running]
     waiting.append(SglangRank(ctx.node, ctx.container, argv, dict(ctx.env), now, sink))  # type: ignore[arg-type]
@@ -1373,8 +1362,6 @@ def _join_sglang(ctx: Ctx, spec: object, argv: list[str], sink: TimedLog | None)
         m = e._member(r.node, i, r.sink, is_head=i == 0)  # type: ignore[arg-type]
         e.members[r.node.name] = m
         e.rank_containers.append(r.container)
-    del rank
-    _ = Member
     e.plan()
     world.engines.append(e)
     http.serve(world, e)
@@ -1524,5 +1511,3 @@ _CONTAINER = {
     "vllm": _vllm,
     "pkill": _pkill,
 }
-_ = fnmatch
-_ = DRM_OVERRIDE
