@@ -173,6 +173,7 @@ def main() -> int:
         path = args.out / name
         if not path.exists() or path.stat().st_size != size:
             tb.build(path, size, 1, kb, ref, tb.SAMPLES)
+        tb.warm(path)  # both tools read it from the page cache
         s_s, s_found = spark_tui([path])
         m_s, m_found, m_err = minefield_scan(mf, [path])
         traps = m_found.get(str(path.resolve()), set())
