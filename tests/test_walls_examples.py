@@ -52,7 +52,9 @@ def positive_examples() -> list[tuple[str, Path]]:
 
 
 @pytest.mark.parametrize("engine", engines())
-@pytest.mark.parametrize(("wall_id", "path"), positive_examples(), ids=lambda v: getattr(v, "name", v))
+@pytest.mark.parametrize(
+    ("wall_id", "path"), positive_examples(), ids=lambda v: getattr(v, "name", v)
+)
 def test_positive_example_is_recognised(wall_id: str, path: Path, engine: str) -> None:
     assert wall_id in KB.walls, f"{path.parent.name} is not a wall id"
     assert wall_id in walls_in(path, engine), f"{wall_id} not found in {path}"
