@@ -268,3 +268,35 @@ def test_walls_of_the_mp_path_render_on_mp_plans(wall, fix, needle):
         serve = next(s for s in launch.steps if s.id == "serve" and s.node == node.name)
         assert needle.format(**{"if": node.fabric_if}) in serve.command, node.name
         assert "{node." not in serve.command
+
+
+def test_profiles_survive_a_revision_round_trip():
+    from spark_tui.recipes.loader import parse_recipe_text
+    from spark_tui.recipes.revisions import recipe_to_yaml
+
+    for r in vllm_recipes():
+        back = parse_recipe_text(recipe_to_yaml(r), "rev.yaml")
+        assert back.profiles["no-ray"] == r.profiles["no-ray"], r.id
+        assert back.model.max_position_embeddings == r.model.max_position_embeddings
+
+
+@pytest.mark.parametrize(
+    ("profile", "message"),
+    [
+        ("    executor: bogus\n", "executor must be one of ray, mp"),
+        ("    executor: mp\n", "needs node_args"),
+    ],
+)
+def test_bad_mp_profiles_name_file_and_line(tmp_path, profile, message):
+    from spark_tui.errors import InputErrors
+    from spark_tui.recipes.loader import parse_recipe_text
+
+    text = (
+        "id: t\ntitle: t\nstatus: works\nmodel: {id: org/m}\nengine: vllm\nexecutor: ray\n"
+        "nodes: 2\nserve:\n  args: {--tensor-parallel-size: 2}\n  log: /tmp/s.log\n"
+        "  ready_line: up\nprofiles:\n  no-ray:\n" + profile
+    )
+    with pytest.raises(InputErrors) as err:
+        parse_recipe_text(text, "t.yaml")
+    found = [e for e in err.value.errors if message in str(e)]
+    assert found and found[0].file == "t.yaml" and found[0].line and found[0].line >= 13
