@@ -169,6 +169,13 @@ class SshdNode:
         # the head's ssh to a worker: real ssh with the test client's config and key
         self._write_shim("ssh", f'exec {real_ssh} -F {self.client_home / ".ssh" / "config"} "$@"')
         path = f"{self.bin_dir}:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
+        # sessions get a HOME of their own with empty rc files: bash sources ~/.bashrc for
+        # ssh commands, and this machine's (pyenv init, with a rehash lock that a killed
+        # session leaves behind) must never run inside a test node
+        home = self.dir / "home"
+        home.mkdir(exist_ok=True)
+        for rc in (".bashrc", ".profile", ".bash_profile"):
+            (home / rc).write_text("")
         (self.dir / "sshd_config").write_text(
             f"""Port {self.port}
 ListenAddress {self.address}
@@ -185,7 +192,7 @@ PrintMotd no
 MaxSessions 50
 MaxStartups 50
 LogLevel VERBOSE
-SetEnv PATH={path}
+SetEnv PATH={path} HOME={home}
 """
         )
 
