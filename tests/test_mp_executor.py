@@ -300,3 +300,26 @@ def test_bad_mp_profiles_name_file_and_line(tmp_path, profile, message):
         parse_recipe_text(text, "t.yaml")
     found = [e for e in err.value.errors if message in str(e)]
     assert found and found[0].file == "t.yaml" and found[0].line and found[0].line >= 13
+
+
+@pytest.mark.parametrize("profile", [None, "no-ray"], ids=["ray", "no-ray"])
+def test_the_simulator_launches_the_recipe_each_way(profile):
+    from spark_tui.remedy.launch import LaunchRunner
+    from spark_tui.sim import SteppedClock, build_sim_cluster
+
+    r = load_recipes(use_user=False, use_revisions=False).get("minimax-m2.7-nvfp4-vllm-tp2")
+    with build_sim_cluster("healthy", clock=SteppedClock()) as c:
+        plan = render_plan(r, c.config, profile=profile)
+        result = LaunchRunner(c.transports, c.clock).run_steps(plan.steps)
+        assert result.ok, result.describe()
+        assert result.tok_s and result.tok_s > 0
+        ids = [s.step.id for s in result.steps]
+        if profile is None:
+            assert "wait-ray" in ids and "wait-join" not in ids
+        else:
+            assert ids.count("wait-join") == 2 and "wait-ray" not in ids
+            assert not any("ray" in s.step.command.split()[:4] for s in result.steps)
+            worker = c.transports["spark2"].run(
+                "docker exec ray-worker tail -n 200 /tmp/vllm-serve.log"
+            )
+            assert "rank 1 in world size 2 is assigned as" in worker.stdout

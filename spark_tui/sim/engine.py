@@ -214,7 +214,22 @@ class Engine:
         )
         self.uses_ray = backend == "ray"
         head_member = self._member(self.node, 0, self.sink, is_head=True)
-        self.members = {self.node.name: head_member}
+        # mp across nodes (--nnodes): the shell's join already made one member per rank
+        joined = dict(self.members) if not self.uses_ray and len(self.members) > 1 else {}
+        self.members = joined or {self.node.name: head_member}
+        for m in joined.values():
+            self._emit(
+                m.sink,
+                t + 1,
+                logs.render(
+                    "vllm",
+                    "rank-assigned",
+                    ts=_ts(t + 1),
+                    pid=self.pid + m.rank,
+                    rank=m.rank,
+                    world=len(joined),
+                ),
+            )
         ray_members = w.ray_members() if self.uses_ray else []
         client_mode = spec.env.get("RAY_ADDRESS", "").startswith("ray://")
         gpus = 1 if client_mode or not ray_members else len(ray_members)

@@ -1320,7 +1320,10 @@ def _serve(argv: list[str], ctx: Ctx, stdin: str) -> Out:
     world = ctx.world
     now = world.clock.now()
     sink = _sink_for(ctx)
-    if spec.kind == "sglang" and int(spec.num("--nnodes", default=1)) > 1:
+    if int(spec.num("--nnodes", default=1)) > 1 and (
+        spec.kind == "sglang"
+        or str(spec.arg("--distributed-executor-backend", default="mp")) == "mp"
+    ):
         _join_sglang(ctx, spec, argv, sink)
     else:
         e = Engine(world, spec, ctx.node, c, now, sink)
@@ -1335,13 +1338,18 @@ def _serve(argv: list[str], ctx: Ctx, stdin: str) -> Out:
 
 
 def _join_sglang(ctx: Ctx, spec: object, argv: list[str], sink: TimedLog | None) -> None:
-    """SGLang multi-node: every rank runs launch_server; the engine starts when all joined."""
+    """SGLang multi-node, and vLLM's mp executor (--nnodes/--master-addr): every rank runs the
+    server; the engine starts when all joined."""
     from spark_tui.sim import openai_server as http
     from spark_tui.sim.world import SglangRank
 
     world = ctx.world
     now = world.clock.now()
-    key = str(spec.arg("--dist-init-addr", default="?"))  # type: ignore[attr-defined]
+    key = str(  # the rendezvous every rank names
+        spec.arg("--dist-init-addr", default="?")  # type: ignore[attr-defined]
+        if spec.kind == "sglang"  # type: ignore[attr-defined]
+        else f"{spec.arg('--master-addr', default='?')}:{spec.arg('--master-port', default=29501)}"  # type: ignore[attr-defined]
+    )
     nnodes = int(spec.num("--nnodes", default=1))  # type: ignore[attr-defined]
     waiting = world.sglang_waiting.setdefault(key, [])
     waiting[:] = [r for r in waiting if r.container.running]
