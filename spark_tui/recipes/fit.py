@@ -235,6 +235,8 @@ def object_store_bytes(recipe: Recipe, total_bytes: int) -> int:
     """Ray's plasma reserve on one node: the recipe's cap, else 30 % of the node's memory."""
     if recipe.executor != "ray":
         return 0
+    if recipe.ray.head_command and "--object-store-memory" not in recipe.ray.args:
+        return 0  # the image's own entrypoint starts Ray: its setting is unknown (see advice)
     cap = recipe.ray.args.get("--object-store-memory")
     if cap not in (None, True):
         try:
@@ -492,7 +494,16 @@ def _advice(
                 f"{n.name} does not fit: {n.reason}"
                 + (f"; a launch would hit {n.wall}" if n.wall else "")
             )
-    if recipe.executor == "ray" and "--object-store-memory" not in recipe.ray.args:
+    if (
+        recipe.executor == "ray"
+        and recipe.ray.head_command
+        and not any(n.object_store_bytes for n in nodes)
+    ):
+        out.append(
+            "the image's own entrypoint starts Ray (ray.head_command): its object-store size is "
+            "not counted; uncapped, Ray reserves 30 % of each node's memory"
+        )
+    elif recipe.executor == "ray" and "--object-store-memory" not in recipe.ray.args:
         store = max((n.object_store_bytes for n in nodes), default=0)
         out.append(
             f"Ray's object store is not capped: {_gib(store)} GiB a node (30 % of memory) that "
