@@ -92,14 +92,10 @@ def watch(seconds: float, period: float, naive: bool) -> dict[str, float]:
             per_node = []
             for name, node in cluster_nodes.nodes.items():
                 log = node.sshd_log()
-                calls = node.commands()
-                # a bare `cat` comes from the login shell's rc files (pyenv init here), per session
-                rc = sum(1 for c in calls if c.strip() == "cat")
                 per_node.append(
                     {
                         "sessions": log.count("Starting session: command"),
-                        "tool_calls": len(calls) - rc,
-                        "rc_calls": rc,
+                        "tool_calls": len(node.commands()),
                         "cpu_s": cpu_seconds(node.proc.pid) - start_cpu[name],
                     }
                 )
@@ -129,10 +125,9 @@ def main() -> int:
         f"processes per round: {procs_fast} ({procs_slow} with the slow sections, every 5th)"
     )
     print(
-        "| way | rounds/min | SSH sessions/min/node | probe tool calls/min/node "
-        "| rc-file `cat`s/min/node | node CPU s/min |"
+        "| way | rounds/min | SSH sessions/min/node | probe tool calls/min/node | node CPU s/min |"
     )
-    print("|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|")
     for naive in (False, True):
         r = watch(args.seconds, args.period, naive)
         way = (
@@ -140,7 +135,7 @@ def main() -> int:
         )
         print(
             f"| {way} | {r['rounds']:.1f} | {r['sessions']:.1f} | {r['tool_calls']:.1f} | "
-            f"{r['rc_calls']:.1f} | {r['cpu_s']:.2f} |"
+            f"{r['cpu_s']:.2f} |"
         )
     return 0
 
