@@ -6,6 +6,7 @@ events arrive through the EventPump and are routed to the screen showing them.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import ClassVar
 
@@ -19,6 +20,8 @@ from spark_tui.tui.messages import ActionFinished, EventsPending
 from spark_tui.tui.screens.help_screen import HelpScreen
 from spark_tui.tui.screens.main_screen import MainScreen
 from spark_tui.tui.session import ClusterSession
+
+DRAIN_INTERVAL_S = 0.1
 
 
 class SparkTuiApp(App[int]):
@@ -47,6 +50,8 @@ class SparkTuiApp(App[int]):
         self.live = live
         self.scrollback = scrollback
         self.pump = EventPump(self._wake, max_pending_lines=max_pending_lines)
+        self._last_drain = 0.0
+        self._drain_scheduled = False
         self.main_screen = MainScreen(session, scrollback=scrollback)
 
     def _wake(self) -> None:
@@ -69,6 +74,18 @@ class SparkTuiApp(App[int]):
 
     # --- routing ----------------------------------------------------------------
     def on_events_pending(self, _message: EventsPending) -> None:
+        # at most one batch per DRAIN_INTERVAL_S: a fast stream costs ~10 redraws a second
+        wait = self._last_drain + DRAIN_INTERVAL_S - time.monotonic()
+        if wait > 0:
+            if not self._drain_scheduled:
+                self._drain_scheduled = True
+                self.set_timer(wait, self._drain)
+            return
+        self._drain()
+
+    def _drain(self) -> None:
+        self._drain_scheduled = False
+        self._last_drain = time.monotonic()
         batch = self.pump.drain()
         self.main_screen.apply_batch(batch)
         feed = getattr(self.screen, "apply_batch", None)

@@ -83,6 +83,7 @@ class ClusterSession:
         self._book: Any = None
         self._bringup: Any = None
         self._doctor_failed: list[str] = []
+        self._fix_lines: dict[tuple, list[str]] = {}
         self._lock = threading.Lock()
 
     # --- opening --------------------------------------------------------------
@@ -156,6 +157,7 @@ class ClusterSession:
     def set_recipe(self, recipe: Any) -> None:
         self._recipe = recipe
         self._book = None
+        self._fix_lines.clear()
         self.follow_recipe_logs()
 
     def recipe_label(self) -> str:
@@ -246,8 +248,14 @@ class ClusterSession:
         return FixPreview(diagnosis.wall.id, fix, plan, seen)
 
     def fix_lines(self, diagnosis: Diagnosis, fix: Fix) -> list[str]:
-        """A fix's commands for the diagnosis pane (the plan without its title line)."""
-        return self.preview_fix(diagnosis, fix).lines()[1:]
+        """A fix's commands for the diagnosis pane (the plan without its title line);
+        cached per recipe revision: the pane redraws whenever the wall is seen again."""
+        recipe = self.current_recipe()
+        key = (diagnosis.wall.id, fix.id, diagnosis.node, recipe and (recipe.id, recipe.revision))
+        lines = self._fix_lines.get(key)
+        if lines is None:
+            lines = self._fix_lines[key] = self.preview_fix(diagnosis, fix).lines()[1:]
+        return lines
 
     def apply_fix(
         self, preview: FixPreview, confirm: Confirm, progress: Progress

@@ -112,16 +112,17 @@ class MainScreen(Screen):
                 self.post_message(ReachabilityShown(event.node, event.reachability.reachable))
             elif isinstance(event, DiagnosisRaised):
                 key = table.upsert(event.diagnosis)
-                self._auto_select(key, event.diagnosis)
+                self._auto_select(key, event.diagnosis, event.new)
                 self.post_message(DiagnosisShown(event.diagnosis, event.new))
             elif isinstance(event, ActionProgress):
                 self.set_last_action(f"{event.step}: {event.status}", event.status != "failed")
 
-    def _auto_select(self, key: str, diagnosis) -> None:
-        """Until the user picks a row, show the most severe, newest diagnosis."""
-        if self.user_chose:
+    def _auto_select(self, key: str, diagnosis, new: bool) -> None:
+        """Until the user picks a row, show the most severe diagnosis, the newest among
+        equals; a repeat of another row never takes the selection."""
+        if self.user_chose or (not new and key != self.selected_key):
             if key == self.selected_key:
-                self._show_diagnosis(key)  # its count or evidence grew
+                self._show_diagnosis(key)  # its evidence may have grown
             return
         current = self.query_one(DiagnosesTable).diagnoses.get(self.selected_key or "")
         rank = {"error": 0, "warning": 1, "info": 2}

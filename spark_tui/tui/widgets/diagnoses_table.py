@@ -58,16 +58,19 @@ class DiagnosesTable(DataTable):
             )
         self._seq += 1
         self._order[(d.wall.id, d.node or d.source)] = (d.last_seen or d.first_seen, self._seq)
-        selected = self.selected_key()
-        # newest first by the time itself (not its text); later updates win ties
-        self.sort(
-            "wall",
-            "node",
-            key=lambda v: self._order.get((str(v[0]), str(v[1])), (0, 0)),
-            reverse=True,
-        )
-        if selected is not None:
-            self.move_cursor(row=self.get_row_index(selected), scroll=False)
+        # newest first by the time itself (not its text); later updates win ties. A repeat
+        # of the row already on top changes nothing: no re-sort, no redraw of every row
+        if self.get_row_index(key) != 0 or len(self._order) != getattr(self, "_sorted_rows", -1):
+            selected = self.selected_key()
+            self.sort(
+                "wall",
+                "node",
+                key=lambda v: self._order.get((str(v[0]), str(v[1])), (0, 0)),
+                reverse=True,
+            )
+            self._sorted_rows = len(self._order)
+            if selected is not None:
+                self.move_cursor(row=self.get_row_index(selected), scroll=False)
         return key
 
     def selected_key(self) -> str | None:

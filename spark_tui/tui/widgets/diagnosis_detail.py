@@ -25,6 +25,7 @@ class DiagnosisDetail(VerticalScroll):
     def __init__(self, render_fix: FixRenderer, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._render_fix = render_fix
+        self._shown: tuple[int, int] | None = None
         self.can_focus = True
 
     def compose(self):
@@ -49,6 +50,10 @@ class DiagnosisDetail(VerticalScroll):
     def watch_diagnosis(self, old: Diagnosis | None, new: Diagnosis | None) -> None:
         if old is None or new is None or old.wall.id != new.wall.id:
             self.fix_index = 0
+        shown = (id(new), len(new.evidence_lines)) if new is not None else None
+        if shown == self._shown:
+            return  # seen again with no new evidence: the table's count says it, no redraw
+        self._shown = shown
         self._redraw()
 
     def watch_fix_index(self) -> None:
@@ -66,7 +71,7 @@ class DiagnosisDetail(VerticalScroll):
         wall = d.wall
         out = Text()
         out.append(f"{wall.title}\n", style="bold")
-        out.append(f"{wall.id} · {wall.severity} · {d.node or d.source} · seen {d.count}×\n\n")
+        out.append(f"{wall.id} · {wall.severity} · {d.node or d.source}\n\n")
         out.append(" ".join(wall.summary.split()) + "\n")
         if wall.explain:
             out.append(" ".join(wall.explain.split()) + "\n", style="italic")

@@ -60,6 +60,7 @@ class LogView(ScrollView, can_focus=True):
         self._view: list[int] | None = None  # absolute numbers shown when filtered
         self._width = 0
         self._cache: LRUCache[tuple[int, str], Strip] = LRUCache(1024)
+        self._styles: dict[str, Style] = {}
         self.total_lines = 0
 
     # --- data ---------------------------------------------------------------
@@ -104,7 +105,15 @@ class LogView(ScrollView, can_focus=True):
         return n, self._entries[n - self._base]
 
     def _update_size(self) -> None:
-        self.virtual_size = Size(self._width, self._row_count())
+        size = Size(self._width, self._row_count())
+        if size != self.virtual_size:
+            # set without the reactive's layout refresh: a growing log must not re-lay out
+            # the whole screen ten times a second; only new scrollbars change the layout
+            bars = (self.show_vertical_scrollbar, self.show_horizontal_scrollbar)
+            self.set_reactive(LogView.virtual_size, size)
+            self._scroll_update(size)
+            if bars != (self.show_vertical_scrollbar, self.show_horizontal_scrollbar):
+                self.refresh(layout=True)
         if self.follow:
             self.scroll_end(animate=False)
         self.refresh()
@@ -149,30 +158,43 @@ class LogView(ScrollView, can_focus=True):
         hit = self._entry(scroll_y + y)
         width = self.scrollable_content_region.width
         if hit is None:
-            return Strip.blank(width, self.rich_style)
+            return Strip.blank(width, self._style("base"))
         n, entry = hit
         key = (n, self.search)
         strip = self._cache.get(key)
         if strip is None:
             strip = self._render_entry(entry)
             self._cache[key] = strip
-        return strip.crop_extend(scroll_x, scroll_x + width, self.rich_style)
+        return strip.crop_extend(scroll_x, scroll_x + width, self._style("base"))
+
+    def _style(self, name: str) -> Style:
+        """Styles looked up once per theme (computing them per row is the costly part)."""
+        style = self._styles.get(name)
+        if style is None:
+            style = self.rich_style if name == "base" else self.get_component_rich_style(name)
+            self._styles[name] = style
+        return style
+
+    def notify_style_update(self) -> None:
+        self._styles.clear()
+        self._cache.clear()
+        super().notify_style_update()
 
     def _render_entry(self, entry: LogEntry) -> Strip:
-        base = self.rich_style
-        node_style = self.get_component_rich_style("logview--node")
+        base = self._style("base")
+        node_style = self._style("logview--node")
         tag = Segment(f"{entry.node:>7} ", base + node_style)
         if len(entry.text) > LONG_LINE:
             # no highlighting on huge lines: render the first part as plain text
             return Strip([tag, Segment(entry.text[:LONG_LINE], base)])
         style: Style = base
         if entry.severity:
-            style = base + self.get_component_rich_style(f"logview--{entry.severity}")
+            style = base + self._style(f"logview--{entry.severity}")
         text = Text(entry.text, style=style, no_wrap=True, end="")
         if self.search:
             text.highlight_words(
                 [self.search],
-                self.get_component_rich_style("logview--match"),
+                self._style("logview--match"),
                 case_sensitive=False,
             )
         # Text.render leaves the base style off its segments: put it under them

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections import deque
 
-from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Label, Sparkline, Static
@@ -31,6 +30,7 @@ class NodePane(Vertical):
         self.sm_history: deque[float] = deque([0.0], maxlen=HISTORY)
         self.bw_history: deque[float] = deque([0.0], maxlen=HISTORY)
         self.border_title = f"{node.name} · {node.role}"
+        self._shown: dict[str, str] = {}
 
     def compose(self) -> ComposeResult:
         yield Static("reachable", classes="reach")
@@ -51,7 +51,7 @@ class NodePane(Vertical):
     def set_reachability(self, r: Reachability) -> None:
         self.reachability = r
         self.set_class(not r.reachable, "-unreachable")
-        self.query_one(".reach", Static).update(reachability_text(r))
+        self._show(".reach", reachability_text(r))
 
     def set_state(self, state: NodeState) -> None:
         """Show one sampling round (a round from an unreachable node only marks it)."""
@@ -61,7 +61,7 @@ class NodePane(Vertical):
             return
         if self.reachability is None or self.reachability.reachable:
             self.remove_class("-unreachable")
-            self.query_one(".reach", Static).update("reachable")
+            self._show(".reach", "reachable")
         self.query_one(MemoryBar).memory = state.memory
         gpu = state.gpus[0] if state.gpus else None
         if gpu is not None:
@@ -69,12 +69,24 @@ class NodePane(Vertical):
             self.bw_history.append(gpu.mem_bw_pct or 0.0)
             self.query_one(".sm", Sparkline).data = list(self.sm_history)
             self.query_one(".bw", Sparkline).data = list(self.bw_history)
-        self.query_one(".swap-gpu", Static).update(self._swap_gpu_line(state))
-        self.query_one(".stack", Static).update(self._stack_line(state))
+        self._show(".swap-gpu", self._swap_gpu_line(state))
+        self._show(".stack", self._stack_line(state))
         serving = state.serving
-        self.query_one(".serving", Static).update(Text(f"serving: {serving_text(serving)}"))
+        self._show(".serving", f"serving: {serving_text(serving)}")
         self.set_class(serving.phase == "crashed", "-crashed")
         self.set_class(serving.phase == "serving", "-serving")
+
+    def _show(self, selector: str, text: str) -> None:
+        """Update a line only when its text changed; a same-length change needs no layout
+        (a new reading every round must not re-lay out the whole screen)."""
+        old = self._shown.get(selector)
+        if old == text:
+            return
+        self._shown[selector] = text
+        same_shape = (
+            old is not None and len(old) == len(text) and old.count("\n") == text.count("\n")
+        )
+        self.query_one(selector, Static).update(text, layout=not same_shape)
 
     @staticmethod
     def _swap_gpu_line(state: NodeState) -> str:

@@ -1,0 +1,309 @@
+"""TUI benchmark (not a test): what the app costs under a heavy log stream.
+
+    python bench/tui.py            # every figure (about 4 minutes; needs tmux)
+    python bench/tui.py --quick    # shorter windows, 1 million lines instead of 10
+
+Figures (bench/README.md, "## TUI"):
+1. Three nodes each streaming 5,000 log lines/s into the app (the real pipeline: a
+   LocalTransport per node runs `tail -F`, the ClusterMonitor matches every line, the
+   EventPump hands batches to the log pane): keypress-to-screen p95 (`f` pressed in a
+   real terminal, tmux, until the screen shows the change), and CPU of the app against
+   toolong (`pip install toolong` in a throw-away venv) tailing the same three files in
+   the same run, as a ratio.
+2. RSS of the app after 10 million lines through the same pipeline (bounded scrollback).
+3. Cold start of `spark-tui` to its first frame (tmux, until the node panes show).
+4. `spark-tui --help`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parent.parent
+COLS, ROWS = 120, 40
+RATE = 5_000  # lines per second per node
+NODES = ("n1", "n2", "n3")
+LINES = [  # real vLLM wording; the last one is a wall's signature (matched, highlighted)
+    "INFO 05-12 09:14:33 [loggers.py:123] Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 35.8 tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: 0.4%, Prefix cache hit rate: 0.0%",
+    "INFO:     127.0.0.1:51234 - \"POST /v1/chat/completions HTTP/1.1\" 200 OK",
+    "INFO 05-12 09:14:34 [async_llm.py:269] Added request chatcmpl-7f3a9e2c1b.",
+    "DEBUG 05-12 09:14:34 [core.py:428] EngineCore loop active.",
+]
+SIGNATURE = "WARNING 05-12 09:14:31 [marlin_utils_fp4.py:204] Your GPU does not have native support for FP4 computation but FP4 quantization is being used. Weight-only FP4 compression will be used leveraging the Marlin kernel."
+
+
+# ---------------------------------------------------------------- the app, as run in tmux
+def run_app(files: list[str], status: str, flood: int) -> None:
+    """The real app on three local nodes, each tailing one file (or a flood of lines)."""
+    from spark_tui.clock import RealClock
+    from spark_tui.kb.loader import load_knowledge
+    from spark_tui.nodes.cluster import ClusterConfig, NodeConfig
+    from spark_tui.nodes.local import LocalTransport
+    from spark_tui.tui.app import SparkTuiApp
+    from spark_tui.tui.session import ClusterSession
+    from spark_tui.tui.widgets.log_view import LogView
+
+    nodes = tuple(NodeConfig(n, "local", "head" if i == 0 else "worker") for i, n in enumerate(NODES))
+    config = ClusterConfig(nodes=nodes, source="bench")
+    session = ClusterSession(
+        config, {n.name: LocalTransport(name=n.name) for n in nodes}, RealClock(), load_knowledge()
+    )
+
+    class BenchApp(SparkTuiApp):
+        def on_mount(self) -> None:
+            super().on_mount()
+            for i, node in enumerate(NODES):
+                if flood:
+                    line = LINES[0].replace("'", "")
+                    cmd = f"seq {flood} | awk '{{print \"{i} \" $1 \" {line}\"}}'"
+                else:
+                    cmd = f"tail -n0 -F {files[i]}"
+                self.session.monitor.tail(node, "serve", cmd)
+            self.set_interval(0.5, self.report)
+            if os.environ.get("BENCH_EXIT_AFTER"):
+                self.set_timer(float(os.environ["BENCH_EXIT_AFTER"]), self.exit)
+
+        def report(self) -> None:
+            log = self.main_screen.query_one(LogView)
+            data = {"lines": log.total_lines, "rss": psutil.Process().memory_info().rss}
+            Path(status).write_text(json.dumps(data))
+
+    BenchApp(session, scrollback=100_000).run()
+
+
+# ---------------------------------------------------------------- helpers
+def tmux(*args: str) -> str:
+    return subprocess.run(["tmux", *args], capture_output=True, text=True, check=False).stdout
+
+
+def screen(session: str) -> str:
+    return tmux("capture-pane", "-p", "-t", session)
+
+
+def start(session: str, command: str) -> psutil.Process:
+    tmux("new-session", "-d", "-s", session, "-x", str(COLS), "-y", str(ROWS), command)
+    pid = int(tmux("display-message", "-p", "-t", session, "#{pane_pid}").strip())
+    return psutil.Process(pid)
+
+
+def cpu_seconds(proc: psutil.Process) -> float:
+    """CPU of a process tree: itself, its children (alive and reaped)."""
+    total = 0.0
+    for p in [proc, *proc.children(recursive=True)]:
+        try:
+            t = p.cpu_times()
+            total += t.user + t.system + t.children_user + t.children_system
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
+def wait_for(predicate, limit_s: float, step: float = 0.01) -> float | None:
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < limit_s:
+        if predicate():
+            return time.perf_counter() - t0
+        time.sleep(step)
+    return None
+
+
+class Writer(threading.Thread):
+    """Appends RATE lines per second to each file, in 10 ms batches."""
+
+    def __init__(self, files: list[Path]) -> None:
+        super().__init__(daemon=True)
+        self.files = [open(f, "a", buffering=1 << 16) for f in files]  # noqa: SIM115
+        self.stop = threading.Event()
+        self.written = 0
+
+    def run(self) -> None:
+        batch = RATE // 100
+        n = 0
+        next_t = time.perf_counter()
+        while not self.stop.is_set():
+            for fh in self.files:
+                chunk = []
+                for _ in range(batch):
+                    n += 1
+                    chunk.append(SIGNATURE if n % 1000 == 0 else LINES[n % len(LINES)])
+                fh.write("\n".join(chunk) + "\n")
+                fh.flush()
+            self.written += batch * len(self.files)
+            next_t += 0.01
+            time.sleep(max(0.0, next_t - time.perf_counter()))
+
+
+def toolong_command() -> str | None:
+    """`tl` from a throw-away venv (made once under the temp dir)."""
+    venv = Path(tempfile.gettempdir()) / "spark-tui-bench-toolong"
+    tl = venv / "bin" / "tl"
+    if not tl.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        r = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "toolong"], check=False)
+        if r.returncode != 0:
+            return None
+    return str(tl)
+
+
+# ---------------------------------------------------------------- the figures
+def streaming(window_s: float, presses: int) -> dict[str, object]:
+    tmp = Path(tempfile.mkdtemp(prefix="spark-tui-bench-"))
+    files = [tmp / f"{n}.log" for n in NODES]
+    for f in files:
+        f.write_text("")
+    status = tmp / "status.json"
+    writer = Writer(files)
+    out: dict[str, object] = {}
+    try:
+        app = start("bench-app", f"{sys.executable} {__file__} --app {status} {' '.join(map(str, files))}")
+        tl_cmd = toolong_command()
+        tl = start("bench-tl", f"{tl_cmd} {' '.join(map(str, files))}") if tl_cmd else None
+        wait_for(lambda: "follow on" in screen("bench-app"), 30)
+        if tl:
+            wait_for(lambda: "TAIL" in screen("bench-tl"), 30)
+        writer.start()  # both follow the files from the start (toolong stalls on a file growing as it opens)
+        time.sleep(3.0)  # both warmed up on the stream
+        c_app, c_tl, t0 = cpu_seconds(app), cpu_seconds(tl) if tl else 0.0, time.perf_counter()
+        time.sleep(window_s)
+        dt = time.perf_counter() - t0
+        out["cpu_app"] = (cpu_seconds(app) - c_app) / dt
+        out["cpu_toolong"] = (cpu_seconds(tl) - c_tl) / dt if tl else None
+        out["toolong_alive"] = bool(tl and tl.is_running())
+        out["toolong_screen_tail"] = screen("bench-tl").strip().splitlines()[-1:] if tl else None
+        # keypress to screen, under the same stream; toolong stopped first: on two cores the
+        # two viewers side by side would measure the machine's overload, not the app
+        tmux("kill-session", "-t", "bench-tl")
+        time.sleep(1.0)
+        latencies = []
+        for i in range(presses):
+            want = "follow off" if i % 2 == 0 else "follow on"
+            t = time.perf_counter()
+            tmux("send-keys", "-t", "bench-app", "f")
+            took = wait_for(lambda w=want: w in screen("bench-app"), 5, step=0.005)
+            latencies.append((time.perf_counter() - t) if took is not None else 5.0)
+            time.sleep(0.2)
+        latencies.sort()
+        out["key_p50_ms"] = 1000 * statistics.median(latencies)
+        out["key_p95_ms"] = 1000 * latencies[int(0.95 * (len(latencies) - 1))]
+        out["lines_written"] = writer.written
+        out["lines_on_screen"] = json.loads(status.read_text())["lines"] if status.exists() else None
+    finally:
+        writer.stop.set()
+        tmux("kill-session", "-t", "bench-app")
+        tmux("kill-session", "-t", "bench-tl")
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def flood(lines_per_node: int) -> dict[str, object]:
+    tmp = Path(tempfile.mkdtemp(prefix="spark-tui-bench-"))
+    status = tmp / "status.json"
+    t0 = time.perf_counter()
+    app = start("bench-flood", f"{sys.executable} {__file__} --app {status} --flood {lines_per_node}")
+    total = lines_per_node * len(NODES)
+    peak = 0
+    last = -1
+    stalled_since = time.perf_counter()
+    try:
+        while time.perf_counter() - t0 < 1800:
+            time.sleep(1.0)
+            try:
+                data = json.loads(status.read_text())
+            except (OSError, ValueError):
+                continue
+            peak = max(peak, data["rss"])
+            if data["lines"] >= total:
+                break
+            if data["lines"] != last:
+                last, stalled_since = data["lines"], time.perf_counter()
+            elif time.perf_counter() - stalled_since > 20:
+                break  # the sources ended; lines the display skipped are counted below
+        data = json.loads(status.read_text())
+        return {
+            "flood_lines": total,
+            "flood_on_screen": data["lines"],
+            "flood_rss_mb": data["rss"] / 2**20,
+            "flood_peak_rss_mb": peak / 2**20,
+            "flood_s": time.perf_counter() - t0,
+            "pid_alive": app.is_running(),
+        }
+    finally:
+        tmux("kill-session", "-t", "bench-flood")
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def cold_start(runs: int) -> dict[str, object]:
+    times = []
+    tmp = Path(tempfile.mkdtemp(prefix="spark-tui-bench-"))  # no cluster.yaml here: the simulator
+    for i in range(runs):
+        t = time.perf_counter()
+        start(f"bench-cold{i}", f"cd {tmp} && XDG_CONFIG_HOME={tmp} spark-tui")
+        took = wait_for(lambda i=i: "spark1 · head" in screen(f"bench-cold{i}"), 20, step=0.005)
+        times.append(took if took is not None else 20.0)
+        tmux("kill-session", "-t", f"bench-cold{i}")
+        del t
+    shutil.rmtree(tmp, ignore_errors=True)
+    return {"cold_start_median_s": statistics.median(times), "cold_start_max_s": max(times)}
+
+
+def help_time(runs: int) -> dict[str, object]:
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        subprocess.run(["spark-tui", "--help"], capture_output=True, check=True)
+        times.append(time.perf_counter() - t)
+    return {"help_median_s": statistics.median(times), "help_max_s": max(times)}
+
+
+def machine() -> str:
+    cpu = next(
+        (line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")),
+        platform.processor(),
+    )
+    mem = psutil.virtual_memory().total / 2**30
+    return f"{cpu}, {os.cpu_count()} cores, {mem:.0f} GiB, Python {platform.python_version()}, {platform.system()} {platform.release()}"
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--only", choices=("help", "cold", "stream", "flood"), help="one figure")
+    p.add_argument("--app", metavar="STATUS", help=argparse.SUPPRESS)
+    p.add_argument("--flood", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("files", nargs="*", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.app:
+        run_app(args.files, args.app, args.flood)
+        return 0
+    if shutil.which("tmux") is None:
+        print("bench/tui.py needs tmux (apt-get install tmux)", file=sys.stderr)
+        return 2
+    results: dict[str, object] = {"machine": machine(), "date": time.strftime("%Y-%m-%d")}
+    want = {args.only} if args.only else {"help", "cold", "stream", "flood"}
+    if "help" in want:
+        results.update(help_time(10))
+    if "cold" in want:
+        results.update(cold_start(3 if args.quick else 5))
+    if "stream" in want:
+        results.update(streaming(10 if args.quick else 30, 20 if args.quick else 60))
+    if "flood" in want:
+        results.update(flood(333_334 if args.quick else 3_333_334))
+    print(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
