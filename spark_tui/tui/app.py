@@ -21,7 +21,7 @@ from spark_tui.tui.screens.help_screen import HelpScreen
 from spark_tui.tui.screens.main_screen import MainScreen
 from spark_tui.tui.session import ClusterSession
 
-DRAIN_INTERVAL_S = 0.1
+DRAIN_INTERVAL_S = 0.15
 
 
 class SparkTuiApp(App[int]):
@@ -74,7 +74,7 @@ class SparkTuiApp(App[int]):
 
     # --- routing ----------------------------------------------------------------
     def on_events_pending(self, _message: EventsPending) -> None:
-        # at most one batch per DRAIN_INTERVAL_S: a fast stream costs ~10 redraws a second
+        # at most one batch per DRAIN_INTERVAL_S: a fast stream costs a few redraws a second
         wait = self._last_drain + DRAIN_INTERVAL_S - time.monotonic()
         if wait > 0:
             if not self._drain_scheduled:

@@ -66,16 +66,25 @@ class LogView(ScrollView, can_focus=True):
     # --- data ---------------------------------------------------------------
     def add_lines(self, node: str, lines: tuple[str, ...] | list[str], marks: tuple = ()) -> None:
         """Append a batch of one node's lines; marks are (index, wall, severity)."""
-        sev = {i: s for i, _wall, s in marks}
-        for i, text in enumerate(lines):
-            if len(self._entries) == self.max_lines:
-                self._base += 1
-            self._entries.append(LogEntry(node, text, sev.get(i)))
-            if self._view is not None and node == self.source:
-                self._view.append(self._base + len(self._entries) - 1)
-            self._width = max(self._width, min(len(text), LONG_LINE) + len(node) + 3)
-        self.total_lines += len(lines)
-        if self._view is not None and self._view and self._view[0] < self._base:
+        count = len(lines)
+        if not count:
+            return
+        if marks:
+            sev = {i: s for i, _wall, s in marks}
+            entries = [LogEntry(node, t, sev.get(i)) for i, t in enumerate(lines)]
+        else:  # the common case, at thousands of lines a second: no per-line lookups
+            entries = [LogEntry(node, t, None) for t in lines]
+        first = self._base + len(self._entries)  # absolute number of the first new line
+        overflow = len(self._entries) + count - self.max_lines
+        if overflow > 0:
+            self._base += min(overflow, len(self._entries) + count)
+        self._entries.extend(entries)
+        if self._view is not None and node == self.source:
+            self._view.extend(range(max(first, self._base), first + count))
+        widest = max(map(len, lines))
+        self._width = max(self._width, min(widest, LONG_LINE) + len(node) + 3)
+        self.total_lines += count
+        if self._view and self._view[0] < self._base:
             self._view = [n for n in self._view if n >= self._base]
         self._update_size()
 
