@@ -198,3 +198,38 @@ def test_relaunch_reaches_serving_in_the_page_cache_hog_scenario() -> None:
             )
 
     asyncio.run(scenario())
+
+
+def test_doctor_and_export_run_in_workers_and_report_in_the_status_line() -> None:
+    from spark_tui import paths
+    from spark_tui.tui.messages import ActionFinished
+    from spark_tui.tui.screens.output_screen import OutputScreen
+
+    async def scenario() -> None:
+        app = live_app("drm-override")
+        seen: list = []
+        async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
+            await pilot.press("d")
+            await wait_for(pilot, lambda: isinstance(app.screen, OutputScreen))
+            out = app.screen
+
+            def finished(action: str) -> list:
+                return [m for m in seen if isinstance(m, ActionFinished) and m.action == action]
+
+            await wait_for(pilot, lambda: finished("doctor"), limit_s=60)
+            lines = "\n".join(out.query_one("#output-log").lines)
+            assert "drm-override-halves-memory" in lines and "fail:" in lines
+            assert "drm-override-halves-memory" in finished("doctor")[-1].summary
+            await pilot.press("escape")
+            await pilot.press("e")
+            await wait_for(pilot, lambda: finished("export"), limit_s=60)
+            done = finished("export")[-1]
+            assert done.ok, done.summary
+            reports = list((paths.state_dir() / "reports").glob("incident-*.md"))
+            assert len(reports) == 1
+            text = reports[0].read_text()
+            assert "spark1" in text
+            status = app.main_screen.query_one("#status").last_action
+            assert status.startswith("export: report written to")
+
+    asyncio.run(scenario())
