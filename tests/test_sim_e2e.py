@@ -31,6 +31,7 @@ class Story:
     launches: int = 0
     walls: list[list[str]] = field(default_factory=list)  # per launch
     fixes: list[tuple[str, str]] = field(default_factory=list)  # (wall, fix)
+    outcomes: list[str] = field(default_factory=list)  # how each launch plan ended
     served: bool = False
     final_recipe: str = ""
 
@@ -71,7 +72,9 @@ def _launch(c, kb, recipe, run: bool = True) -> ClusterMonitor:
                 for i, command in enumerate(sources):
                     monitor.tail(node, f"log{i}", command)
             tailing = True
-        if not runner.run_step(step).ok:
+        r = runner.run_step(step)
+        if not r.ok:
+            monitor.outcome = f"{step.id} on {step.node}: {r.detail[:300]}"  # type: ignore[attr-defined]
             break
     if not tailing:
         for node, sources in plan.log_sources.items():
@@ -118,6 +121,7 @@ def play(name: str) -> Story:
             if not launched_by_fix:
                 story.launches += 1
             monitor = _launch(c, kb, recipe, run=not launched_by_fix)
+            story.outcomes.append(getattr(monitor, "outcome", "launched"))
             served = _smoke_ok(c, recipe)
             if served:  # a served engine still gets requests: walls that wait for load show up
                 for _ in range(8):
