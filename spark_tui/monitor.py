@@ -146,6 +146,11 @@ class ClusterMonitor:
         """A log line that arrived another way (the simulator, a file): matched at once."""
         self._ingest(node, source, [line])
 
+    def flush(self) -> None:
+        """Match and emit every tailed line received so far, now (the flusher thread does
+        this every 0.1 s after start(); callers that step a simulation call it themselves)."""
+        self._drain()
+
     def diagnoses(self) -> DiagnosisBook:
         """Every diagnosis so far, from logs and readings (read it under no lock: a snapshot
         may be a round behind)."""
@@ -227,9 +232,9 @@ class ClusterMonitor:
             changed = old is None or old.reachable != reach.reachable
             if changed:
                 self._reach[node] = reach
-        self.emit(NodeSampled(node, state))
-        if changed:
+        if changed:  # before the sample, so a front end knows the state the sample is in
             self.emit(ReachabilityChanged(node, reach))
+        self.emit(NodeSampled(node, state))
         if state.reachable:
             self._after_round(node, state)
         self.evaluate()
