@@ -19,6 +19,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     src.add_argument("--demo", metavar="SCENARIO", help="watch a simulated scenario instead")
     p.add_argument("--period", type=float, default=2.0, metavar="S", help="seconds between rounds")
     p.add_argument("--duration", type=float, metavar="S", help="stop after S seconds")
+    p.add_argument(
+        "--speed",
+        type=float,
+        default=60.0,
+        metavar="X",
+        help="with --demo: simulated seconds per real second (default 60)",
+    )
 
 
 def diagnosis_line(diagnosis, time: float) -> dict[str, object]:
@@ -105,13 +112,42 @@ def run(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------- --demo SCENARIO
-# PLACE FOR THE SIMULATOR: `watch --demo SCENARIO` runs the same ClusterMonitor over
-# the simulated cluster's transports (spark_tui.sim) with a ScaledClock, printing
-# through DiagnosisPrinter exactly as above. Wired by the simulator's owner.
 def run_demo(args: argparse.Namespace) -> int:
-    from spark_tui.errors import SparkTuiError
+    """The same ClusterMonitor over a simulated cluster playing a scenario: its recipe is
+    launched once (as `r` would in the TUI) and the diagnoses stream while it runs, then
+    for --duration more real seconds (default 20)."""
+    from spark_tui.kb.loader import load_knowledge
+    from spark_tui.monitor import ClusterMonitor
+    from spark_tui.recipes.render import render_plan
+    from spark_tui.remedy.launch import LaunchRunner
+    from spark_tui.sim import build_sim_cluster
 
-    raise SparkTuiError(
-        f"'spark-tui watch --demo {args.demo}' is not wired to the simulator yet; "
-        "use 'spark-tui demo' for the simulated cluster"
+    sim = build_sim_cluster(args.demo, speed=args.speed)  # unknown name: InputError, exit 2
+    recipe = sim.recipe
+    printer = DiagnosisPrinter(args.json)
+    monitor = ClusterMonitor(
+        sim.config,
+        sim.transports,
+        load_knowledge(),
+        sim.clock,
+        printer,
+        recipe_facts=recipe.facts,
+        period_s=max(2.0, args.speed),  # one round per real second
     )
+    try:
+        monitor.start()
+        plan = render_plan(recipe, sim.config)
+        for node, sources in plan.log_sources.items():
+            for i, command in enumerate(sources):
+                monitor.tail(node, f"log{i}", command)
+        result = LaunchRunner(sim.transports, sim.clock).run_steps(plan.steps)
+        if not args.json:
+            how = "served" if result.ok else f"stopped at {result.failed.step.id}"
+            print(f"spark-tui: {args.demo}: the launch {how}", file=sys.stderr)
+        threading.Event().wait(20.0 if args.duration is None else args.duration)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        monitor.stop(close_transports=False)
+        sim.close()
+    return 0
