@@ -54,9 +54,13 @@ NODE_FACTS: dict[str, str] = {
     "net.fabric_mtu": "its MTU",
     "net.fabric_speed_mbps": "its link speed",
     "net.roce_devices": "RoCE devices ibdev2netdev maps to the fabric port(s)",
+    "net.roce_devices_up": "RoCE devices ibdev2netdev shows (Up) on the node",
     "net.nccl_ib_hca_count": "devices named in the recipe's NCCL_IB_HCA",
     "net.default_route_if": "the interface of the default route",
     "nccl.library_builds": "distinct libnccl.so.2 builds (by hash) inside the serving container",
+    "nccl.library_files": "libnccl.so.2* files inside the serving container",
+    "serving.generation_tokens_total": "the engine's generation token counter (/metrics)",
+    "serving.requests_waiting": "vllm:num_requests_waiting (or SGLang's sglang:num_queue_reqs)",
     # the serving engine, from its log and /metrics
     "serving.phase": "'stopped' | 'starting' | 'loading' | 'capturing' | 'serving' | 'crashed'",
     "serving.load_pct": "weights loaded, 0-100",

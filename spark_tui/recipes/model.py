@@ -245,6 +245,11 @@ class Recipe:
             for env in (self.ray.env, self.ray.head_env, self.ray.worker_env, self.docker_env):
                 for var, value in env.items():
                     f.setdefault(f"recipe.ray.env.{var}", _fact_value(value))
+        hca = self.serve_env_effective().get("NCCL_IB_HCA")
+        if hca is not None and not str(hca).lstrip().startswith("^"):  # ^… excludes devices
+            # "=rocep1s0f1,roceP2p1s0f1" or "mlx5_0:1,mlx5_1:1": the devices NCCL may use
+            names = [d for d in str(hca).strip().lstrip("=").split(",") if d.strip()]
+            f["net.nccl_ib_hca_count"] = len(names)
         policy = self.docker_args.get("--restart")
         f["recipe.docker.restart_policy"] = "no" if policy in (None, True) else str(policy)
         if self.measured.tok_s is not None:
