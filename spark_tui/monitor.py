@@ -20,6 +20,7 @@ is a state; its threads keep going and pick up when it comes back.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import queue
@@ -34,11 +35,13 @@ from spark_tui.kb.loader import KnowledgeBase
 from spark_tui.kb.matcher import Matcher
 from spark_tui.nodes import commands
 from spark_tui.nodes.cluster import ClusterConfig
+from spark_tui.nodes.parsers import Unparseable
 from spark_tui.nodes.parsers.dmon import DmonParser, DmonSample
+from spark_tui.nodes.parsers.nccl import distinct_builds, parse_nccl_libraries
 from spark_tui.nodes.parsers.serving import ServingTracker
 from spark_tui.nodes.rules import RuleEngine, cluster_facts
 from spark_tui.nodes.sampler import Sampler
-from spark_tui.nodes.state import NodeState
+from spark_tui.nodes.state import NcclLibrary, NodeState
 from spark_tui.nodes.transport import Reachability, Transport
 
 # log sources that are not the serving engine's log (they do not move log.silent_s)
@@ -46,6 +49,7 @@ NON_SERVING_SOURCES = ("kernel", "dmesg")
 KERNEL_SOURCE = "kernel"
 BATCH_LINES = 500
 FLUSH_S = 0.1
+HISTORY_ROUNDS = 600  # the readings kept per node for evidence (≥ 10 min at 1 s rounds)
 REPEAT_EMIT_S = 1.0  # a diagnosis seen again is re-announced at most this often
 
 
@@ -86,8 +90,16 @@ class ClusterMonitor:
         self._streams: dict[tuple[str, str], object] = {}
         self._tailing: set[tuple[str, str]] = set()
         self._lines: queue.Queue[tuple[str, str, str]] = queue.Queue(maxsize=100_000)
+        head = cluster.head.name if cluster.nodes else None
         self._samplers = {
-            n.name: Sampler(self.transports[n.name], n, clock, slow_every) for n in cluster.nodes
+            n.name: Sampler(
+                self.transports[n.name],
+                n,
+                clock,
+                slow_every,
+                extra_sections=self._metrics_sections if n.name == head else None,
+            )
+            for n in cluster.nodes
         }
         self._states: dict[str, NodeState] = {}
         self._reach: dict[str, Reachability] = {}
@@ -101,6 +113,12 @@ class ClusterMonitor:
         self._reboot_expected: set[str] = set()
         self._rebooted_unasked: set[str] = set()
         self._started = False
+        # once per launch: the serving container's libnccl.so.2 files (container id, files)
+        self._nccl: dict[str, tuple[str, tuple[NcclLibrary, ...]]] = {}
+        self._last_reachable: dict[str, float] = {}  # time of each node's last good round
+        self._history: dict[str, collections.deque[tuple[float, dict[str, object]]]] = {
+            n.name: collections.deque(maxlen=HISTORY_ROUNDS) for n in cluster.nodes
+        }
 
     # ------------------------------------------------------------------ public
     def start(self) -> None:
@@ -186,6 +204,26 @@ class ClusterMonitor:
             self.emit(event)
         return raised
 
+    def last_reading_before_silence(self, node: str) -> float | None:
+        """Clock time of the node's last good round (when it went silent, the last one before)."""
+        with self._lock:
+            return self._last_reachable.get(node)
+
+    def recent_readings(self, node: str, seconds: float = 300.0) -> list[tuple[float, dict]]:
+        """(time, facts) of the node's rounds in the last `seconds` (the stall's evidence)."""
+        with self._lock:
+            rows = list(self._history.get(node, ()))
+        if not rows:
+            return []
+        newest = rows[-1][0]
+        return [(t, f) for t, f in rows if t >= newest - seconds]
+
+    def nccl_libraries(self, node: str) -> tuple[NcclLibrary, ...] | None:
+        """The libnccl.so.2 files read in this launch's serving container (None: not read)."""
+        with self._lock:
+            got = self._nccl.get(node)
+        return got[1] if got else None
+
     def facts(self, node: str | None = None) -> dict[str, object]:
         """Facts as the rules see them: the node's (when named), the cluster's and the recipe's."""
         with self._lock:
@@ -237,6 +275,9 @@ class ClusterMonitor:
         self.emit(NodeSampled(node, state))
         if state.reachable:
             self._after_round(node, state)
+            with self._lock:
+                self._last_reachable[node] = state.time
+                self._history[node].append((state.time, state.facts()))
         self.evaluate()
         return state
 
@@ -270,6 +311,12 @@ class ClusterMonitor:
                     self._rebooted_unasked.add(node)
             self._boot_ids[node] = state.boot_id
             extra["boot.changed_unasked"] = node in self._rebooted_unasked
+        nccl = self._nccl.get(node)
+        if nccl is not None and any(
+            c.id == nccl[0] and c.state == "running" for c in state.containers
+        ):
+            extra["nccl.library_builds"] = distinct_builds(nccl[1])
+            extra["nccl.library_files"] = len(nccl[1])
         return dataclasses.replace(state, serving=serving, gpus=gpus, extra_facts=extra)
 
     def _after_round(self, node: str, state: NodeState) -> None:
@@ -279,11 +326,56 @@ class ClusterMonitor:
         if fresh:
             seen.update(fresh)
             self._ingest(node, KERNEL_SOURCE, fresh)
+        self._read_nccl_once(node, state)
         if self.auto_tail and not self._stop.is_set():
             for c in state.containers:
                 if c.state == "running" and _is_serving_name(c.name, c.image):
                     command = shell.fill(commands.SERVE_LOG_TAIL, {"container": c.name})
                     self.tail(node, f"container:{c.name}", command)
+
+    def _read_nccl_once(self, node: str, state: NodeState) -> None:
+        """Once per launch (a serving container not read before): its libnccl.so.2 files."""
+        serving = [
+            c
+            for c in state.containers
+            if c.state == "running" and _is_serving_name(c.name, c.image)
+        ]
+        if not serving or self._stop.is_set():
+            return
+        c = serving[0]
+        with self._lock:
+            done = self._nccl.get(node)
+        if done is not None and done[0] == c.id:
+            return
+        command = shell.fill(commands.NCCL_LIBRARIES, {"container": c.name})
+        try:
+            res = self.transports[node].run(command, timeout=60.0)
+        except Exception:  # unreachable now: read it on a later round
+            return
+        libs = parse_nccl_libraries(res.stdout)
+        if isinstance(libs, Unparseable) or (not res.ok and not libs):
+            return  # the container went away or has no find/sha256sum: try next launch
+        with self._lock:
+            self._nccl[node] = (c.id, libs)
+            # the round just merged did not have them yet
+            if node in self._states:
+                st = self._states[node]
+                extra = dict(st.extra_facts)
+                extra["nccl.library_builds"] = distinct_builds(libs)
+                extra["nccl.library_files"] = len(libs)
+                self._states[node] = dataclasses.replace(st, extra_facts=extra)
+
+    def _metrics_sections(self) -> dict[str, str]:
+        """The head's extra section: the engine's /metrics on the recipe's serve port."""
+        recipe = self._recipe() or {}
+        port = recipe.get("recipe.serve_args.--port")
+        if port is None:
+            port = 30000 if recipe.get("recipe.engine") == "sglang" else 8000
+        try:
+            port = int(float(port))  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            port = 8000
+        return {commands.METRICS_SECTION: shell.fill(commands.METRICS, {"port": port})}
 
     def _recipe(self) -> dict | None:
         if self.recipe_facts is None:

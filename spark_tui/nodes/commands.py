@@ -30,7 +30,31 @@ SAMPLE: dict[str, str] = {
     "boot": "cat /proc/sys/kernel/random/boot_id /proc/uptime",
     "links": "ip -o link",
     "addrs": "ip -br addr",
+    # RestartCount and restart policy of every container (restart-loop); no container, no call
+    "restarts": (
+        'ids=$(docker ps -aq); [ -z "$ids" ] || docker inspect --format '
+        "'{{.Name}} {{.RestartCount}} {{.HostConfig.RestartPolicy.Name}}' $ids"
+    ),
+    "route": "ip route show default",  # the default route's interface (Wi-Fi / management NIC)
 }
+
+# The serving engine's Prometheus counters, read on the head over its own loopback in the same
+# round (a section added to the head's script; {port}: the recipe's serve port). Only the lines
+# the stall detector needs: vLLM's and SGLang's running requests, waiting requests, tokens.
+METRICS = (
+    "curl -s -m 2 http://127.0.0.1:{port}/metrics | grep -E "
+    "'^(vllm|sglang):(num_requests_running|num_requests_waiting|generation_tokens_total"
+    "|num_running_reqs|num_queue_reqs)[{ ]'"
+)
+METRICS_SECTION = "metrics"
+
+# Read once per launch (a new serving container), not per round: every libnccl.so.2 file in
+# the serving container as "SIZE SHA256  PATH" (nccl-dual-build). {container}: quoted by fill.
+NCCL_LIBRARIES = (
+    "docker exec {container} sh -c "
+    '\'find / -xdev -type f -name "libnccl.so.2*" 2>/dev/null | '
+    'while read -r f; do echo "$(stat -c %s "$f") $(sha256sum "$f")"; done\''
+)
 
 # read less often (every few rounds, or on demand)
 SLOW: dict[str, str] = {

@@ -12,21 +12,25 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+from collections.abc import Callable
 
 from spark_tui.clock import Clock
 from spark_tui.nodes import commands
 from spark_tui.nodes.cluster import NodeConfig
 from spark_tui.nodes.parsers import Unparseable, missing_tool
-from spark_tui.nodes.parsers.containers import parse_docker_ps
+from spark_tui.nodes.parsers.containers import parse_docker_ps, parse_restarts
 from spark_tui.nodes.parsers.gpu import parse_compute_apps, parse_gpu_query
 from spark_tui.nodes.parsers.kernel import parse_boot, parse_listening_ports, parse_nvrm
 from spark_tui.nodes.parsers.links import (
+    parse_default_route,
     parse_ibdev2netdev,
     parse_ip_br_addr,
     parse_ip_link,
+    parse_roce_up,
     parse_speeds,
 )
 from spark_tui.nodes.parsers.meminfo import parse_meminfo
+from spark_tui.nodes.parsers.metrics import parse_metrics
 from spark_tui.nodes.parsers.ray import parse_ray_status
 from spark_tui.nodes.state import Interface, NodeState
 from spark_tui.nodes.transport import NodeUnreachable, Transport
@@ -43,6 +47,9 @@ _TOOLS = {
     "addrs": "ip",
     "ports": "ss",
     "nvrm": "dmesg",
+    "restarts": "docker",
+    "route": "ip",
+    "metrics": "curl",
 }
 SLOW_READINGS = ("ray", "roce", "nvrm", "ports", "speeds")
 
@@ -55,14 +62,17 @@ def sample(
     include_slow: bool = True,
     previous: NodeState | None = None,
     timeout: float = ROUND_TIMEOUT_S,
+    extra_sections: dict[str, str] | None = None,
 ) -> NodeState:
-    """Read the node once (SAMPLE, plus SLOW when include_slow) in ONE remote process.
+    """Read the node once (SAMPLE, plus SLOW when include_slow, plus `extra_sections` such as
+    the head's /metrics) in ONE remote process.
 
     Without the slow sections, their readings are carried over from `previous`.
     """
     sections = dict(commands.SAMPLE)
     if include_slow:
         sections.update(commands.SLOW)
+    sections.update(extra_sections or {})
     now = clock.now()
     try:
         result = transport.run(commands.sample_script(sections), timeout=timeout)
@@ -74,11 +84,13 @@ def sample(
     state = read_sections(node, now, outputs, expected=tuple(sections))
     if result.timed_out:
         state.unavailable.setdefault("round", f"timed out after {timeout:.0f} s")
+    state.metrics = _token_history(state, previous)
     if not include_slow and previous is not None and previous.reachable:
         carried = {
             "ray": previous.ray,
             "nvrm_lines": previous.nvrm_lines,
             "listening_ports": previous.listening_ports,
+            "roce_up": previous.roce_up,
         }
         state = dataclasses.replace(state, **carried)  # type: ignore[arg-type]
         if previous.interfaces and state.interfaces:
@@ -140,6 +152,27 @@ def read_sections(
     if "drm-override" in outputs:
         rc, _text = outputs["drm-override"]
         state.drm_override = rc == 0
+    if (text := section("restarts")) is not None:
+        restarts = parsed("restarts", parse_restarts(text))
+        if restarts:
+            state.containers = tuple(
+                dataclasses.replace(
+                    c, restart_count=restarts[c.name][0], restart_policy=restarts[c.name][1]
+                )
+                if c.name in restarts
+                else c
+                for c in state.containers
+            )
+    if (text := section("route")) is not None:
+        route = parsed("route", parse_default_route(text))
+        state.default_route_if = route if isinstance(route, str) else None
+    if commands.METRICS_SECTION in outputs:
+        rc, text = outputs[commands.METRICS_SECTION]
+        metrics = parse_metrics(text)
+        # nothing listening (curl exit 7) or no counters: the engine is not serving yet
+        state.metrics = None if isinstance(metrics, Unparseable) else metrics
+        if isinstance(metrics, Unparseable) and text.strip():
+            notes["metrics"] = f"unparseable: {metrics.reason}"
     if (text := section("boot")) is not None:
         boot = parsed("boot", parse_boot(text))
         if boot:
@@ -155,6 +188,8 @@ def read_sections(
     if (text := section("ports")) is not None:
         state.listening_ports = parsed("ports", parse_listening_ports(text)) or ()  # type: ignore[assignment]
     state.interfaces = _interfaces(section, parsed)
+    if "roce" in outputs and "roce" not in notes:
+        state.roce_up = parse_roce_up(outputs["roce"][1])
     state.fabric_if = node.fabric_if or detect_fabric(state.interfaces, node.fabric_ip)
     return state
 
@@ -224,10 +259,33 @@ def fabric_address(state: NodeState, node: NodeConfig) -> str | None:
     return None
 
 
+def _token_history(state: NodeState, previous: NodeState | None) -> object:
+    """The round's /metrics with the time the token counter last moved: now when it changed
+    (or on the first reading), else carried over from the previous round."""
+    em = state.metrics
+    if em is None:
+        return None
+    before = previous.metrics if previous is not None and previous.reachable else None
+    moved = (
+        before is None
+        or before.generation_tokens_total != em.generation_tokens_total
+        or before.tokens_moved_at is None
+    )
+    return dataclasses.replace(em, tokens_moved_at=state.time if moved else before.tokens_moved_at)
+
+
 class Sampler:
     """Rounds of one node: the SLOW sections every `slow_every`-th round, carried over between."""
 
-    def __init__(self, transport: Transport, node: NodeConfig, clock: Clock, slow_every: int = 5):
+    def __init__(
+        self,
+        transport: Transport,
+        node: NodeConfig,
+        clock: Clock,
+        slow_every: int = 5,
+        extra_sections: Callable[[], dict[str, str]] | None = None,
+    ):
+        self.extra_sections = extra_sections
         self.transport = transport
         self.node = node
         self.clock = clock
@@ -240,8 +298,14 @@ class Sampler:
         need_slow = (
             self.rounds % self.slow_every == 0 or self.last is None or not self.last.reachable
         )
+        extra = self.extra_sections() if self.extra_sections is not None else None
         state = sample(
-            self.transport, self.node, self.clock, include_slow=need_slow, previous=self.last
+            self.transport,
+            self.node,
+            self.clock,
+            include_slow=need_slow,
+            previous=self.last,
+            extra_sections=extra,
         )
         self.rounds += 1
         self.last = state

@@ -73,6 +73,25 @@ class RayStatus:
 
 
 @dataclass(frozen=True)
+class EngineMetrics:
+    """The serving engine's Prometheus counters (read on the head over its loopback)."""
+
+    requests_running: float | None = None
+    requests_waiting: float | None = None
+    generation_tokens_total: float | None = None
+    tokens_moved_at: float | None = None  # clock time the token counter last changed
+
+
+@dataclass(frozen=True)
+class NcclLibrary:
+    """One libnccl.so.2* file inside the serving container."""
+
+    path: str
+    size: int
+    sha256: str
+
+
+@dataclass(frozen=True)
 class ServingState:
     """The engine's progress as read from its log (and /metrics)."""
 
@@ -108,6 +127,9 @@ class NodeState:
     nvrm_lines: tuple[str, ...] = ()
     listening_ports: tuple[int, ...] = ()
     serving: ServingState = field(default_factory=ServingState)
+    metrics: EngineMetrics | None = None  # the head's /metrics, when the engine answers
+    roce_up: tuple[str, ...] | None = None  # RoCE devices ibdev2netdev shows (Up); None: not read
+    default_route_if: str | None = None
     unavailable: dict[str, str] = field(
         default_factory=dict
     )  # reading -> why ("nvidia-smi: not installed")
@@ -206,6 +228,21 @@ class NodeState:
             f["log.silent_s"] = self.time - s.last_log_at
         if s.tokens_moved_at is not None:
             f["serving.tokens_age_s"] = self.time - s.tokens_moved_at
+        em = self.metrics
+        if em is not None:  # the engine's own counters outrank what its log said
+            for key, value in (
+                ("serving.requests_running", em.requests_running),
+                ("serving.requests_waiting", em.requests_waiting),
+                ("serving.generation_tokens_total", em.generation_tokens_total),
+            ):
+                if value is not None:
+                    f[key] = float(value)
+            if em.tokens_moved_at is not None:
+                f["serving.tokens_age_s"] = self.time - em.tokens_moved_at
+        if self.roce_up is not None:
+            f["net.roce_devices_up"] = len(self.roce_up)
+        if self.default_route_if is not None:
+            f["net.default_route_if"] = self.default_route_if
         f.update(self.extra_facts)
         return f
 

@@ -61,3 +61,22 @@ def parse_docker_ps(text: str) -> tuple[Container, ...] | Unparseable:
             )
         )
     return tuple(containers)
+
+
+def parse_restarts(text: str) -> dict[str, tuple[int, str]] | Unparseable:
+    """Container name → (RestartCount, restart policy) from
+    `docker inspect --format '{{.Name}} {{.RestartCount}} {{.HostConfig.RestartPolicy.Name}}'`
+    (docker prints the name with a leading '/'; an empty policy is docker's "no")."""
+    low = text.lower()
+    if any(marker in low for marker in DOCKER_UNREACHABLE):
+        return Unparseable("docker: " + text.strip().splitlines()[0][:200])
+    out: dict[str, tuple[int, str]] = {}
+    for line in text.splitlines():
+        words = line.split()
+        if not words:
+            continue
+        if len(words) not in (2, 3) or not words[1].isdigit() or len(words[1]) > 9:
+            return Unparseable(f"not 'NAME COUNT POLICY': {line.strip()[:120]!r}")
+        policy = words[2] if len(words) == 3 else "no"
+        out[words[0].lstrip("/")] = (int(words[1]), policy)
+    return out

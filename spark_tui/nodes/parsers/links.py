@@ -70,3 +70,27 @@ def parse_speeds(text: str) -> dict[str, int]:
         if m and 0 < len(m.group(2)) < 10 and int(m.group(2)) > 0:
             out[m.group(1)] = int(m.group(2))
     return out
+
+
+def parse_roce_up(text: str) -> tuple[str, ...]:
+    """The RoCE devices ibdev2netdev shows as (Up), in order ('rocep1s0f0 port 1 ==> … (Up)')."""
+    out: list[str] = []
+    for line in text.splitlines():
+        m = _ROCE.match(line.strip())
+        if m and (m.group(3) or "").lower() == "up" and m.group(1) not in out:
+            out.append(m.group(1))
+    return tuple(out)
+
+
+_ROUTE_DEV = re.compile(r"^default\b.*?\bdev\s+([^\s@]+)")
+
+
+def parse_default_route(text: str) -> str | Unparseable | None:
+    """The interface of the first default route from `ip route show default` (None: no route)."""
+    for line in text.splitlines():
+        m = _ROUTE_DEV.match(line.strip())
+        if m:
+            return m.group(1)
+    if text.strip() and not any(line.startswith("default") for line in text.splitlines()):
+        return Unparseable(f"no 'default … dev IF' line: {text.strip().splitlines()[0][:120]!r}")
+    return None

@@ -26,6 +26,15 @@ _THROUGHPUT = re.compile(
     r"gen throughput \(token/s\): ([\d.]+)(?:, #queue-req: \d+)?"
 )
 _SGLANG_RUNNING = re.compile(r"#running-req: (\d+)")
+# Lines that say nothing moved do not break the log's silence (the stall detector's
+# log.silent_s): the access log of spark-tui's own /metrics and /health reads, vLLM's
+# once-a-minute "No available shared memory broadcast block" and a stats line with no
+# throughput at all.
+_NO_PROGRESS = re.compile(
+    r'"GET /(?:metrics|health|v1/models) HTTP/[\d.]+" 200'
+    r"|No available shared memory broadcast block found in \d+ second"
+    r"|Avg prompt throughput: 0\.0 tokens/s, Avg generation throughput: 0\.0 tokens/s"
+)
 
 
 class ServingTracker:
@@ -40,6 +49,11 @@ class ServingTracker:
     def feed(self, line: str, now: float) -> ServingState:
         """Update from one log line seen at clock time `now`."""
         s = self.state
+        if _NO_PROGRESS.search(line):
+            if m := _THROUGHPUT.search(line):  # the running count still counts
+                if m.group(2) is not None:
+                    self._set(requests_running=float(m.group(2)), tok_s=0.0)
+            return self.state
         self._set(last_log_at=now)
         if s.phase in ("stopped", "crashed"):
             self._set(phase="starting", progress_at=now)
