@@ -36,6 +36,13 @@ class Story:
     final_recipe: str = ""
 
 
+def _stamp(c) -> str:
+    """A stamp for renamed containers from the simulated clock (one per plan: never reused,
+    whatever the wall clock or a frozen stamp_now elsewhere in the suite says)."""
+    c.stamps = getattr(c, "stamps", 0) + 1
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(c.clock.now())) + f"-{c.stamps}"
+
+
 def _watch(c, monitor: ClusterMonitor, seconds: float) -> None:
     """Sample every node (readings, kernel log) while simulated time passes."""
     t_end = c.clock.now() + seconds
@@ -63,7 +70,7 @@ def _launch(c, kb, recipe, run: bool = True) -> ClusterMonitor:
         dmon=False,
         auto_tail=False,
     )
-    plan = render_plan(recipe, c.config)
+    plan = render_plan(recipe, c.config, stamp=_stamp(c))
     runner = LaunchRunner(c.transports, c.clock)
     tailing = False
     for step in plan.steps if run else ():
@@ -146,9 +153,15 @@ def play(name: str) -> Story:
             story.fixes.append((diag.wall.id, fix.id))
             for t in c.transports.values():
                 old_kernel |= set(t.run("dmesg --ctime 2>/dev/null").stdout.splitlines())
-            # the renderer stamps renamed containers with the wall-clock second: let one pass
-            time.sleep(1.05)
-            plan = plan_fix(fix, c.config, recipe, seen=diag.node, wall=diag.wall.id, recipes=book)
+            plan = plan_fix(
+                fix,
+                c.config,
+                recipe,
+                seen=diag.node,
+                wall=diag.wall.id,
+                recipes=book,
+                stamp=_stamp(c),
+            )
             fr = run_fix(plan, c.transports, yes=True, clock=c.clock)
             assert fr.ok, fr.message
             if fr.recipe is not None:
@@ -161,7 +174,6 @@ def play(name: str) -> Story:
             launched_by_fix = any(a.type == "relaunch" for a in plan.actions)
             if launched_by_fix:
                 story.launches += 1
-            time.sleep(1.05)
         story.final_recipe = recipe.id
     return story
 
