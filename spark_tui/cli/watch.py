@@ -85,22 +85,28 @@ def run(args: argparse.Namespace) -> int:
     config = getattr(args, "sub_config", None) or getattr(args, "config", None)
     cluster = load_cluster(Path(config) if config else None)
     kb = load_knowledge()
+    from spark_tui.remedy.evidence import AutoEvidence
+
     recipe_facts = None
+    recipe = None
     if cluster.recipe:
         from spark_tui.recipes.loader import load_recipes
 
         recipe = load_recipes().get(cluster.recipe)
         recipe_facts = recipe.facts
     transports = {n.name: make_transport(n) for n in cluster.nodes}
+    # a wall whose first fix only gathers evidence (a stall, a reboot) has it gathered at once
+    auto = AutoEvidence(DiagnosisPrinter(args.json), cluster, transports, recipe=lambda: recipe)
     monitor = ClusterMonitor(
         cluster,
         transports,
         kb,
         RealClock(),
-        DiagnosisPrinter(args.json),
+        auto,
         recipe_facts=recipe_facts,
         period_s=args.period,
     )
+    auto.readings = monitor
     monitor.start()
     try:
         threading.Event().wait(args.duration) if args.duration else threading.Event().wait()

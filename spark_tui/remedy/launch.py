@@ -20,6 +20,7 @@ from spark_tui import paths, shell
 from spark_tui.clock import Clock, RealClock
 from spark_tui.errors import SparkTuiError
 from spark_tui.events import ActionProgress
+from spark_tui.kb.diagnosis import Diagnosis
 from spark_tui.nodes.cluster import ClusterConfig
 from spark_tui.nodes.transport import CommandResult, NodeUnreachable, Transport
 from spark_tui.recipes.model import Recipe
@@ -313,7 +314,8 @@ def relaunch(
 
 
 class AutoRelaunchGuard:
-    """At most one automatic relaunch per diagnosis (state kept across restarts)."""
+    """At most one automatic relaunch per diagnosis, and never a second one for the same wall
+    (state kept across restarts): after that, the user is asked."""
 
     def __init__(self, path: Path | None = None) -> None:
         self.path = path or paths.state_dir() / "auto-relaunch.json"
@@ -337,9 +339,69 @@ class AutoRelaunchGuard:
         tmp.write_text(json.dumps(data))
         tmp.replace(self.path)
 
-    def claim(self, diagnosis_key: str, when: float) -> bool:
-        """Allowed and recorded in one go; False means: ask the user instead."""
+    def claim(self, diagnosis_key: str, when: float, wall: str | None = None) -> bool:
+        """Allowed and recorded in one go; False means: ask the user instead. With `wall`,
+        a wall that already had its automatic relaunch (under any diagnosis) is refused."""
         if not self.allowed(diagnosis_key):
             return False
+        if wall is not None and not self.allowed(WALL_KEY + wall):
+            return False
         self.record(diagnosis_key, when)
+        if wall is not None:
+            self.record(WALL_KEY + wall, when)
         return True
+
+
+WALL_KEY = "wall:"
+
+
+@dataclass(frozen=True)
+class RelaunchDecision:
+    """What to do after a crash: relaunch once without asking, or ask (and why)."""
+
+    relaunch: bool
+    wall: str | None
+    reason: str
+    fix: str | None = None  # the wall's fix that relaunches
+
+
+def decide_after_crash(
+    diagnoses: list[Diagnosis], guard: AutoRelaunchGuard, when: float
+) -> RelaunchDecision:
+    """Classify first, then relaunch at most once per diagnosis and once per wall.
+
+    The first error diagnosis (in the order they were seen) names the crash. Nothing restarts
+    without a diagnosis, nor for a wall none of whose fixes relaunches, nor after a fix that
+    changes nothing; the first fix that relaunches must be safe or only patch the recipe and
+    relaunch (the recipe's revision history can undo it)."""
+    errors = sorted(
+        (d for d in diagnoses if d.severity == "error"), key=lambda d: (d.first_seen, d.line)
+    )
+    if not errors:
+        return RelaunchDecision(False, None, "no diagnosis: nothing restarts blindly; read the log")
+    d = errors[0]
+    fixes = [d.wall.fix(fid) for fid in d.fixes()]
+    relaunching = [
+        f
+        for f in fixes
+        if f is not None
+        and any(a.type == "relaunch" for a in f.actions)
+        and all(a.type in ("patch-recipe", "relaunch", "collect-evidence") for a in f.actions)
+    ]
+    if not relaunching:
+        return RelaunchDecision(
+            False, d.wall.id, f"{d.wall.id}: no fix of this wall relaunches by itself; ask"
+        )
+    fix = relaunching[0]
+    key = f"{d.wall.id}@{d.node or d.source}#{int(d.first_seen)}"
+    if not guard.claim(key, when, wall=d.wall.id):
+        return RelaunchDecision(
+            False,
+            d.wall.id,
+            f"{d.wall.id}: already relaunched once automatically; a second automatic relaunch "
+            "on the same wall is refused (ask the user)",
+            fix.id,
+        )
+    return RelaunchDecision(
+        True, d.wall.id, f"{d.wall.id}: one automatic relaunch ({fix.id})", fix.id
+    )

@@ -139,12 +139,17 @@ def evidence_command(item: str, recipe: Recipe | None, stamp: str) -> str:
     if item == "readings":
         return sample_script(SAMPLE)
     if item == "kernel-log-previous-boot":
-        return shell.as_root("journalctl -b -1 -k --no-pager | tail -n 2000")
+        return shell.as_root("journalctl -b -1 -k -n 300 --no-pager")
     if item == "pstore":
-        return shell.as_root("ls -la /sys/fs/pstore && tail -n 400 /sys/fs/pstore/* 2>/dev/null")
+        return shell.as_root(
+            "ls -la /sys/fs/pstore; for f in /sys/fs/pstore/*; do "
+            '[ -f "$f" ] && { echo "== $f"; tail -n 400 "$f"; }; done'
+        )
     if item == "nvidia-bug-report":
-        out = f"/tmp/nvidia-bug-report-{stamp}.log"
-        return shell.as_root(f"nvidia-bug-report.sh --output-file {shell.quote(out)}")
+        # not run for the user (minutes of work, a large file): the report says what to run
+        out = f"/tmp/nvidia-bug-report-{stamp}.log.gz"
+        command = f"sudo nvidia-bug-report.sh --output-file {out}"
+        return "echo " + shell.quote(f"Run this on the node for NVIDIA's bug report: {command}")
     if item == "nccl-libraries":
         return shell.join(
             [
