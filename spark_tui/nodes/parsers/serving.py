@@ -50,9 +50,9 @@ class ServingTracker:
         """Update from one log line seen at clock time `now`."""
         s = self.state
         if _NO_PROGRESS.search(line):
-            if m := _THROUGHPUT.search(line):  # the running count still counts
-                if m.group(2) is not None:
-                    self._set(requests_running=float(m.group(2)), tok_s=0.0)
+            m = _THROUGHPUT.search(line)
+            if m and m.group(2) is not None:  # the running count still counts
+                self._set(requests_running=float(m.group(2)), tok_s=0.0)
             return self.state
         self._set(last_log_at=now)
         if s.phase in ("stopped", "crashed"):
