@@ -315,7 +315,7 @@ class ClusterMonitor:
         if nccl is not None and any(
             c.id == nccl[0] and c.state == "running" for c in state.containers
         ):
-            extra["nccl.library_builds"] = distinct_builds(nccl[1])
+            extra["nccl.library_builds"] = distinct_builds(nccl[1], self._preload())
             extra["nccl.library_files"] = len(nccl[1])
         return dataclasses.replace(state, serving=serving, gpus=gpus, extra_facts=extra)
 
@@ -361,9 +361,14 @@ class ClusterMonitor:
             if node in self._states:
                 st = self._states[node]
                 extra = dict(st.extra_facts)
-                extra["nccl.library_builds"] = distinct_builds(libs)
+                extra["nccl.library_builds"] = distinct_builds(libs, self._preload())
                 extra["nccl.library_files"] = len(libs)
                 self._states[node] = dataclasses.replace(st, extra_facts=extra)
+
+    def _preload(self) -> str | None:
+        """The serve process's LD_PRELOAD (a libnccl there is the one build that runs)."""
+        value = (self._recipe() or {}).get("recipe.env.LD_PRELOAD")
+        return str(value) if value else None
 
     def _metrics_sections(self) -> dict[str, str]:
         """The head's extra section: the engine's /metrics on the recipe's serve port."""

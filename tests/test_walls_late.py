@@ -107,20 +107,23 @@ def test_nccl_libraries_two_builds() -> None:
 
 
 def test_the_real_nccl_command_line_reads_path_size_and_hash(tmp_path: Path) -> None:
-    """The exact command spark-tui sends into the container, run by a real sh over two files
-    (the container's `find /` pointed at a temp dir): identical files are one build."""
+    """The exact command spark-tui sends into the container, run by a real find over two
+    builds (the container's `/` pointed at a temp dir): identical files are one build."""
     require_tool("sha256sum")
     for sub, content in (("os", b"A" * 100), ("wheel", b"B" * 120), ("copy", b"A" * 100)):
         (tmp_path / sub).mkdir()
         (tmp_path / sub / "libnccl.so.2").write_bytes(content)
     argv = shlex.split(commands.NCCL_LIBRARIES.replace("{container}", "c"))
-    assert argv[:5] == ["docker", "exec", "c", "sh", "-c"]
-    inner = argv[5].replace("find / ", f"find {tmp_path} ")
-    out = subprocess.run(["sh", "-c", inner], capture_output=True, text=True, check=True).stdout
+    assert argv[:4] == ["docker", "exec", "c", "find"]
+    argv = argv[3:]
+    argv[1] = str(tmp_path)  # find / → find TMP
+    out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
     libs = parse_nccl_libraries(out)
     assert not isinstance(libs, Unparseable) and len(libs) == 3
     assert distinct_builds(libs) == 2
     assert {lib.size for lib in libs} == {100, 120}
+    # LD_PRELOAD of one of them: the engine loads that build only
+    assert distinct_builds(libs, preload=str(tmp_path / "os" / "libnccl.so.2")) == 1
 
 
 @settings(max_examples=300, deadline=None)

@@ -49,11 +49,11 @@ METRICS = (
 METRICS_SECTION = "metrics"
 
 # Read once per launch (a new serving container), not per round: every libnccl.so.2 file in
-# the serving container as "SIZE SHA256  PATH" (nccl-dual-build). {container}: quoted by fill.
+# the serving container, "SIZE PATH" per file, then "SHA256  PATH" per file (nccl-dual-build).
+# One find, no shell loop inside the container. {container}: quoted by fill.
 NCCL_LIBRARIES = (
-    "docker exec {container} sh -c "
-    '\'find / -xdev -type f -name "libnccl.so.2*" 2>/dev/null | '
-    'while read -r f; do echo "$(stat -c %s "$f") $(sha256sum "$f")"; done\''
+    "docker exec {container} find / -xdev -type f -name 'libnccl.so.2*' "
+    "-printf '%s %p\\n' -exec sha256sum {} +"
 )
 
 # read less often (every few rounds, or on demand)
