@@ -38,7 +38,7 @@ RATE = 5_000  # lines per second per node
 NODES = ("n1", "n2", "n3")
 LINES = [  # real vLLM wording; the last one is a wall's signature (matched, highlighted)
     "INFO 05-12 09:14:33 [loggers.py:123] Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 35.8 tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: 0.4%, Prefix cache hit rate: 0.0%",
-    "INFO:     127.0.0.1:51234 - \"POST /v1/chat/completions HTTP/1.1\" 200 OK",
+    'INFO:     127.0.0.1:51234 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
     "INFO 05-12 09:14:34 [async_llm.py:269] Added request chatcmpl-7f3a9e2c1b.",
     "DEBUG 05-12 09:14:34 [core.py:428] EngineCore loop active.",
 ]
@@ -56,7 +56,9 @@ def run_app(files: list[str], status: str, flood: int) -> None:
     from spark_tui.tui.session import ClusterSession
     from spark_tui.tui.widgets.log_view import LogView
 
-    nodes = tuple(NodeConfig(n, "local", "head" if i == 0 else "worker") for i, n in enumerate(NODES))
+    nodes = tuple(
+        NodeConfig(n, "local", "head" if i == 0 else "worker") for i, n in enumerate(NODES)
+    )
     config = ClusterConfig(nodes=nodes, source="bench")
     session = ClusterSession(
         config, {n.name: LocalTransport(name=n.name) for n in nodes}, RealClock(), load_knowledge()
@@ -68,7 +70,7 @@ def run_app(files: list[str], status: str, flood: int) -> None:
             for i, node in enumerate(NODES):
                 if flood:
                     line = LINES[0].replace("'", "")
-                    cmd = f"seq {flood} | awk '{{print \"{i} \" $1 \" {line}\"}}'"
+                    cmd = f'seq {flood} | awk \'{{print "{i} " $1 " {line}"}}\''
                 else:
                     cmd = f"tail -n0 -F {files[i]}"
                 self.session.monitor.tail(node, "serve", cmd)
@@ -85,8 +87,13 @@ def run_app(files: list[str], status: str, flood: int) -> None:
 
 
 # ---------------------------------------------------------------- helpers
+TMUX_ENV = {**os.environ, "TERM": os.environ.get("TERM") or "xterm-256color"}
+
+
 def tmux(*args: str) -> str:
-    return subprocess.run(["tmux", *args], capture_output=True, text=True, check=False).stdout
+    return subprocess.run(
+        ["tmux", *args], capture_output=True, text=True, check=False, env=TMUX_ENV
+    ).stdout
 
 
 def screen(session: str) -> str:
@@ -94,9 +101,18 @@ def screen(session: str) -> str:
 
 
 def start(session: str, command: str) -> psutil.Process:
-    tmux("new-session", "-d", "-s", session, "-x", str(COLS), "-y", str(ROWS), command)
-    pid = int(tmux("display-message", "-p", "-t", session, "#{pane_pid}").strip())
-    return psutil.Process(pid)
+    """A detached tmux session of COLS x ROWS running `command`; its process."""
+    r = subprocess.run(
+        ["tmux", "new-session", "-d", "-s", session, "-x", str(COLS), "-y", str(ROWS), command],
+        capture_output=True,
+        text=True,
+        env=TMUX_ENV,
+        check=False,
+    )
+    pid = tmux("display-message", "-p", "-t", session, "#{pane_pid}").strip()
+    if not pid.isdigit():
+        raise RuntimeError(f"tmux session {session} did not start: {r.stderr.strip()}")
+    return psutil.Process(int(pid))
 
 
 def cpu_seconds(proc: psutil.Process) -> float:
@@ -168,7 +184,9 @@ def streaming(window_s: float, presses: int) -> dict[str, object]:
     writer = Writer(files)
     out: dict[str, object] = {}
     try:
-        app = start("bench-app", f"{sys.executable} {__file__} --app {status} {' '.join(map(str, files))}")
+        app = start(
+            "bench-app", f"{sys.executable} {__file__} --app {status} {' '.join(map(str, files))}"
+        )
         tl_cmd = toolong_command()
         tl = start("bench-tl", f"{tl_cmd} {' '.join(map(str, files))}") if tl_cmd else None
         wait_for(lambda: "follow on" in screen("bench-app"), 30)
@@ -199,7 +217,9 @@ def streaming(window_s: float, presses: int) -> dict[str, object]:
         out["key_p50_ms"] = 1000 * statistics.median(latencies)
         out["key_p95_ms"] = 1000 * latencies[int(0.95 * (len(latencies) - 1))]
         out["lines_written"] = writer.written
-        out["lines_on_screen"] = json.loads(status.read_text())["lines"] if status.exists() else None
+        out["lines_on_screen"] = (
+            json.loads(status.read_text())["lines"] if status.exists() else None
+        )
     finally:
         writer.stop.set()
         tmux("kill-session", "-t", "bench-app")
@@ -212,7 +232,9 @@ def flood(lines_per_node: int) -> dict[str, object]:
     tmp = Path(tempfile.mkdtemp(prefix="spark-tui-bench-"))
     status = tmp / "status.json"
     t0 = time.perf_counter()
-    app = start("bench-flood", f"{sys.executable} {__file__} --app {status} --flood {lines_per_node}")
+    app = start(
+        "bench-flood", f"{sys.executable} {__file__} --app {status} --flood {lines_per_node}"
+    )
     total = lines_per_node * len(NODES)
     peak = 0
     last = -1
@@ -270,7 +292,11 @@ def help_time(runs: int) -> dict[str, object]:
 
 def machine() -> str:
     cpu = next(
-        (line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")),
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
         platform.processor(),
     )
     mem = psutil.virtual_memory().total / 2**30
@@ -278,7 +304,9 @@ def machine() -> str:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--quick", action="store_true")
     p.add_argument("--only", choices=("help", "cold", "stream", "flood"), help="one figure")
     p.add_argument("--app", metavar="STATUS", help=argparse.SUPPRESS)

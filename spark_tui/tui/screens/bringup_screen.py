@@ -29,7 +29,7 @@ from textual.widgets import (
 )
 
 from spark_tui.errors import SparkTuiError
-from spark_tui.events import ActionProgress, DiagnosisRaised, NodeSampled
+from spark_tui.events import ActionProgress, NodeSampled
 from spark_tui.tui.bringup_driver import BRINGUP_STEPS, StepOutcome
 from spark_tui.tui.event_pump import Batch
 from spark_tui.tui.formatting import serving_text
@@ -262,8 +262,6 @@ class BringUpScreen(Screen):
                 self.query_one("#step-title", Static).update(
                     Text(f"Launch · {head}: {serving_text(s)}", style="bold")
                 )
-            elif isinstance(event, DiagnosisRaised) and event.diagnosis.severity == "error":
-                self.driver.note_diagnosis(event.diagnosis)
 
     def action_apply_fix(self) -> None:
         o = self.outcome

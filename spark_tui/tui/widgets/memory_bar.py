@@ -14,7 +14,7 @@ from spark_tui.tui.formatting import gib, memory_split
 
 
 class MemoryBar(Widget):
-    """Two lines: a bar (used, page cache, free) and the figures, incl. after dropping caches."""
+    """Three lines: a bar (used, page cache, free), the figures, and what a cache drop gives."""
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {
         "memorybar--used",
@@ -22,7 +22,7 @@ class MemoryBar(Widget):
         "memorybar--free",
     }
     DEFAULT_CSS = """
-    MemoryBar { height: 2; }
+    MemoryBar { height: 3; text-wrap: nowrap; text-overflow: ellipsis; }
     MemoryBar > .memorybar--used { color: $error; }
     MemoryBar > .memorybar--cache { color: $warning; }
     MemoryBar > .memorybar--free { color: $success; }
@@ -50,10 +50,10 @@ class MemoryBar(Widget):
         text.append(f"used {gib(used)}", style=self.get_component_rich_style("memorybar--used"))
         text.append(" · ")
         text.append(f"cache {gib(cache)}", style=self.get_component_rich_style("memorybar--cache"))
-        text.append(f" · avail {gib(m.available_bytes)} · ")
+        text.append(f" · avail {gib(m.available_bytes)}\n")
         text.append(
-            f"after drop {gib(after_drop)}",
+            f"after drop: {gib(after_drop)}",
             style=self.get_component_rich_style("memorybar--free") + Style(bold=True),
         )
-        text.append(f" / {gib(m.total_bytes)} GiB")
+        text.append(f" of {gib(m.total_bytes)} GiB")
         return text

@@ -93,18 +93,18 @@ class NodePane(Vertical):
         parts: list[str] = []
         m = state.memory
         if m is not None and m.swap_total_bytes:
-            parts.append(f"swap {(m.swap_total_bytes - m.swap_free_bytes) / GIB:.1f} GiB")
+            parts.append(f"swap {(m.swap_total_bytes - m.swap_free_bytes) / GIB:.1f}G")
         elif m is not None:
             parts.append("swap off")
         gpu = state.gpus[0] if state.gpus else None
         if gpu is None:
             parts.append(f"GPU: {state.unavailable.get('gpu', 'no reading')}")
         else:
-            parts.append(f"SM {gpu.sm_pct or 0:.0f} % · bw {gpu.mem_bw_pct or 0:.0f} %")
+            parts.append(f"SM {gpu.sm_pct or 0:.0f}% · bw {gpu.mem_bw_pct or 0:.0f}%")
             if gpu.temp_c is not None:
-                parts.append(f"{gpu.temp_c:.0f} °C")
+                parts.append(f"{gpu.temp_c:.0f}°C")
             if gpu.power_w is not None:
-                parts.append(f"{gpu.power_w:.0f} W")
+                parts.append(f"{gpu.power_w:.0f}W")
         return " · ".join(parts)
 
     @staticmethod
