@@ -212,3 +212,17 @@ def test_palette_runs_actions_and_read_only_refuses_undo_and_bringup_steps() -> 
             assert "read-only: refused to run the ray step" in status.last_action
 
     asyncio.run(scenario())
+
+
+def test_mouse_click_on_a_node_tails_its_log() -> None:
+    async def scenario() -> None:
+        app = SnapshotApp()
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause()
+            log = app.screen.query_one(LogView)
+            await pilot.click("#node-spark2")
+            await pilot.pause()
+            assert log.source == "spark2"
+            assert "log: spark2" in str(app.screen.query_one("#log-title").render())
+
+    asyncio.run(scenario())
