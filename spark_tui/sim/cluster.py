@@ -7,6 +7,7 @@ from typing import Any
 
 from spark_tui.clock import ScaledClock
 from spark_tui.nodes.cluster import ClusterConfig, NodeConfig
+from spark_tui.sim import late
 from spark_tui.sim import scenarios as sc
 from spark_tui.sim.node import DRM_OVERRIDE, SimNode
 from spark_tui.sim.transport import SimTransport
@@ -109,6 +110,7 @@ def build_sim_cluster(
                         n.drm_active = True
                 else:
                     setattr(n, key, float(value))
+    late.apply(world, s.name)  # the walls beyond the seeds (spark_tui/sim/late.py)
     config = ClusterConfig(
         nodes=tuple(node_cfgs),
         recipe=s.recipe,
