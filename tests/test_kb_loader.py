@@ -132,3 +132,13 @@ def test_builtin_knowledge_is_valid() -> None:
     assert len(kb) >= 1
     for wall in kb:
         assert wall.references, wall.id
+
+
+def test_cluster_wide_actions_default_to_every_node_in_preview() -> None:
+    from spark_tui.kb.schema import Action, Fix
+    from spark_tui.remedy.render import preview_lines
+
+    restart = Action("restart-ray", {"args": {"--object-store-memory": 1073741824}})
+    assert restart.on == "all" and Action("run", {"command": "true"}).on == "seen"
+    lines = preview_lines(Fix("f", "F", "disruptive", False, (restart,)))
+    assert lines[0] == "# on every node:"

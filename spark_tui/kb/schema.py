@@ -61,6 +61,8 @@ EVIDENCE_ITEMS: tuple[str, ...] = (
     "nccl-libraries",
 )
 PATCH_TARGETS: tuple[str, ...] = ("serve", "ray", "docker")
+# Where an action runs when it does not say: the cluster-wide ones on every node.
+DEFAULT_TARGET: dict[str, str] = {"stop-stack": "all", "restart-ray": "all", "relaunch": "all"}
 
 
 @dataclass(frozen=True)
@@ -93,7 +95,8 @@ class Action:
 
     @property
     def on(self) -> str:
-        return str(self.params.get("on", "seen"))
+        """Where it runs: the action's `on`, else its type's default."""
+        return str(self.params.get("on", DEFAULT_TARGET.get(self.type, "seen")))
 
 
 @dataclass(frozen=True)

@@ -174,9 +174,7 @@ def plan_fix(
         p = action.params
         kind = action.type
         if kind in ("run", "reboot", "move-aside", "stop-stack", "collect-evidence"):
-            targets = cluster.select(
-                str(p.get("on", "all" if kind == "stop-stack" else "seen")), seen
-            )
+            targets = cluster.select(action.on, seen)
             cmds: list[PlannedCommand] = []
             items: tuple[str, ...] = ()
             for node in targets:
