@@ -59,8 +59,10 @@ class SparkTuiApp(App[int]):
 
     def on_mount(self) -> None:
         self.sub_title = self.session.describe()
-        if self.session.simulated:
-            self.sub_title = "SIMULATED cluster (no cluster.yaml) · " + self.sub_title
+        if self.session.no_cluster_yaml:
+            self.sub_title = "no cluster.yaml found: SIMULATED cluster · " + self.sub_title
+        elif self.session.simulated:
+            self.sub_title = "SIMULATED · " + self.sub_title
         self.push_screen(self.main_screen)
         if self.live:
             try:

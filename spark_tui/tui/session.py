@@ -78,6 +78,7 @@ class ClusterSession:
         self.scenario = scenario
         self.monitor: Any = None
         self.sim: Any = None  # the SimCluster when simulated (tests reach its world)
+        self.no_cluster_yaml = False  # simulated because no cluster.yaml was found
         self._closer = closer
         self._recipe: Any = None
         self._book: Any = None
@@ -124,6 +125,7 @@ class ClusterSession:
             closer=sim.close,
         )
         session.sim = sim
+        session.no_cluster_yaml = scenario is None
         return session
 
     @property
