@@ -177,3 +177,18 @@ def test_hostile_recipe_values_are_quoted_never_run(tmp_path: Path) -> None:
     assert f"EVIL=`touch {marker}`; touch {marker}" in (world.shared / "vllm-env").read_text()
     run = next(s for s in plan.steps if s.id == "ray-head")
     assert f"EVIL2='; touch {marker}; '" in shlex.split(run.command)
+
+
+def test_a_known_wall_in_the_serve_log_ends_the_wait_naming_it() -> None:
+    # the simulated page-cache-hog: vLLM dies on "Free memory on device" — no generic
+    # death marker in that line; the knowledge base's matcher recognises it
+    from spark_tui.sim import SteppedClock, build_sim_cluster
+
+    with build_sim_cluster("page-cache-hog", clock=SteppedClock()) as c:
+        plan = render_plan(c.recipe, c.config)
+        started = c.clock.now()
+        result = LaunchRunner(c.transports, c.clock).run_steps(plan.steps)
+        assert not result.ok and result.failed is not None
+        assert result.failed.step.id == "wait-ready"
+        assert "vllm-free-memory-low: " in result.failed.detail
+        assert c.clock.now() - started < result.failed.step.timeout_s / 2

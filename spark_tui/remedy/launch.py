@@ -10,6 +10,7 @@ allows one automatic relaunch per diagnosis.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable, Mapping
@@ -21,6 +22,7 @@ from spark_tui.clock import Clock, RealClock
 from spark_tui.errors import SparkTuiError
 from spark_tui.events import ActionProgress
 from spark_tui.kb.diagnosis import Diagnosis
+from spark_tui.kb.matcher import Matcher
 from spark_tui.nodes.cluster import ClusterConfig
 from spark_tui.nodes.transport import CommandResult, NodeUnreachable, Transport
 from spark_tui.recipes.model import Recipe
@@ -30,8 +32,9 @@ from spark_tui.remedy.journal import Journal
 
 Emit = Callable[[ActionProgress], None]
 
-# Lines in the serve log that mean the engine died (the launch stops; the
-# monitor names the wall): never wait out the full startup timeout for a corpse.
+# Lines in the serve log that mean the engine died although no wall names them (the
+# walls of the knowledge base are recognised by the matcher): never wait out the full
+# startup timeout for a corpse.
 FATAL_MARKERS = (
     "Engine core initialization failed",
     "EngineDeadError",
@@ -52,6 +55,22 @@ _GONE = ("No such container", "is not running")
 
 def _noop(_: ActionProgress) -> None:
     pass
+
+
+@functools.lru_cache(maxsize=1)
+def _builtin_matcher() -> Matcher:
+    from spark_tui.kb.loader import load_knowledge
+
+    return Matcher(load_knowledge())
+
+
+def fatal_wall(text: str, matcher: Matcher | None = None) -> str | None:
+    """The first error-severity wall in a log excerpt, as 'wall-id: evidence', or None."""
+    m = matcher or _builtin_matcher()
+    for hit in m.scan_lines("serve-log", text.splitlines()):
+        if hit.wall.severity == "error":
+            return f"{hit.wall.id}: {hit.evidence[:300]}"
+    return None
 
 
 @dataclass
@@ -115,8 +134,10 @@ class LaunchRunner:
         journal: Journal | None = None,
         run_id: str = "",
         context: str = "launch",
+        matcher: Matcher | None = None,
     ) -> None:
         self.transports = transports
+        self.matcher = matcher  # the knowledge base's matcher (built-in when None)
         self.clock = clock or RealClock()
         self.emit = emit or _noop
         self.journal = journal
@@ -194,6 +215,9 @@ class LaunchRunner:
             return True, step.expect
         if not res.ok and any(g in text for g in _GONE):
             return None, f"the container stopped: {res.tail(3)}"
+        wall = fatal_wall(res.stdout, self.matcher)
+        if wall is not None:
+            return None, f"the serve log shows {wall}"
         for marker in FATAL_MARKERS:
             if marker in res.stdout:
                 line = next((ln for ln in reversed(res.stdout.splitlines()) if ln.strip()), marker)
