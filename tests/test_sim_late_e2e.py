@@ -168,3 +168,42 @@ def test_safetensors_corrupt_shard_is_named_from_the_log() -> None:
         assert "safetensors-corrupt-shard" in w.walls()
         errors = {d.wall.id for d in w.monitor.diagnoses() if d.severity == "error"}
         assert errors <= {"safetensors-corrupt-shard"}, errors
+
+
+def test_watch_json_demo_streams_the_late_walls() -> None:
+    """`spark-tui watch --json --demo SCENARIO` for each late scenario: its walls arrive as
+    triage entries plus node and time."""
+    import json
+    import subprocess
+    import sys
+
+    # a demo round is 600 simulated seconds (one per real second): the stall needs the round
+    # that sees the counter stop and the one after it
+    for scenario, wall, node, seconds in (
+        ("serving-stall", "serving-stall", "spark1", "6"),
+        ("restart-loop", "restart-loop", "spark1", "1"),
+        ("fabric-slow", "fabric-slow", "spark2", "1"),
+        ("safetensors-corrupt-shard", "safetensors-corrupt-shard", "spark1", "1"),
+    ):
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "spark_tui",
+                "watch",
+                "--json",
+                "--demo",
+                scenario,
+                "--duration",
+                seconds,
+                "--speed",
+                "600",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
+        assert proc.returncode == 0, proc.stderr
+        found = [d for d in map(json.loads, proc.stdout.splitlines()) if d["wall"] == wall]
+        assert found, (scenario, proc.stdout[-2000:])
+        assert found[0]["node"] == node and found[0]["time"].endswith("+00:00")
