@@ -366,3 +366,38 @@ def test_nccl_ib_hca_count_is_a_recipe_fact() -> None:
         ),
     )
     assert patched.facts()["net.nccl_ib_hca_count"] == 2
+
+
+def test_weight_load_stall_needs_stuck_progress_and_falling_memory_for_30_s() -> None:
+    stuck = {
+        "serving.phase": "loading",
+        "serving.progress_age_s": 240.0,
+        "memory.available_gib": 6.0,
+        "recipe.serve_args.--load-format": "fastsafetensors",
+    }
+    engine = RuleEngine(KB)
+    seen = [
+        (t, f.diagnosis)
+        for t in (0.0, 10.0, 20.0, 30.0)
+        for f in engine.evaluate({"spark1": stuck}, t)
+        if f.diagnosis.wall.id == "weight-load-stall"
+    ]
+    assert [t for t, _ in seen] == [30.0]
+    assert seen[0][1].cause == "fastsafetensors"
+    assert seen[0][1].fixes()[0] == "switch-load-format"
+    moving = dict(stuck, **{"serving.progress_age_s": 20.0})
+    engine2 = RuleEngine(KB)
+    assert not [
+        f
+        for t in range(0, 300, 10)
+        for f in engine2.evaluate({"spark1": moving}, float(t))
+        if f.diagnosis.wall.id == "weight-load-stall"
+    ]
+
+
+def test_safetensors_cause_follows_the_load_format() -> None:
+    wall = KB.walls["safetensors-corrupt-shard"]
+    fast = {"recipe.serve_args.--load-format": "fastsafetensors"}
+    assert wall.choose_cause(fast).id == "fastsafetensors-loader"
+    assert wall.choose_cause({}).id == "truncated-shard"
+    assert wall.fixes_for({})[0].id == "list-shard-sizes"
