@@ -233,6 +233,13 @@ class ClusterMonitor:
             f.update(states[node].facts())
         return f
 
+    def facts_by_node(self) -> dict[str, dict[str, object]]:
+        """Every node's facts (with the cluster's and the recipe's): a log wall's cause
+        may hold on another node than the one that printed the line."""
+        with self._lock:
+            names = [n for n, st in self._states.items() if st.reachable]
+        return {n: self.facts(n) for n in names}
+
     # ------------------------------------------------------------------ rounds
     def _spawn(self, name: str, target: Callable, *args: object) -> None:
         th = threading.Thread(target=target, args=args, name=name, daemon=True)
@@ -473,7 +480,7 @@ class ClusterMonitor:
         key = f"{node}:{source}"
         raised: list[DiagnosisRaised] = []
         marks: list[tuple[int, str, str]] = []
-        facts = self.facts(node)
+        facts_by_node = self.facts_by_node()
         with self._lock:
             now = self.clock.now()
             first_no = self._match.line_count(key) + 1
@@ -484,7 +491,13 @@ class ClusterMonitor:
                 for hit in self._match.feed_line(key, line):
                     marks.append((i, hit.wall.id, hit.wall.severity))
                     diag, new = self._book.add(
-                        hit.wall, key, hit.line_no, hit.evidence, node=node, now=now, facts=facts
+                        hit.wall,
+                        key,
+                        hit.line_no,
+                        hit.evidence,
+                        node=node,
+                        now=now,
+                        facts_by_node=facts_by_node,
                     )
                     if self._announce(diag, new, now):
                         raised.append(DiagnosisRaised(diag, new, now))

@@ -152,3 +152,54 @@ def test_fixes_follow_the_chosen_cause() -> None:
     )
     assert [f.id for f in w.fixes_for({"memory.cached_gib": 30.0})] == ["b", "a"]
     assert [f.id for f in w.fixes_for({"memory.cached_gib": 1.0})] == ["a", "b"]
+
+
+def test_a_log_walls_cause_may_hold_on_another_node() -> None:
+    from spark_tui.kb.diagnosis import DiagnosisBook
+    from spark_tui.kb.schema import Action, Cause
+
+    cache = Fix("drop", "drop", "safe", True, (Action("run", {"command": "true"}),))
+    reboot = Fix("reboot", "reboot", "destructive", True, (Action("reboot", {}),))
+    w = Wall(
+        "unbalanced",
+        "u",
+        "error",
+        "log",
+        ("sglang",),
+        "s",
+        (LogSignature("unbalanced"),),
+        (),
+        (
+            Cause("leak", "leak", (parse_condition("memory.unexplained_gib >= 20"),), ("reboot",)),
+            Cause("other", "otherwise", (), ("drop",)),
+        ),
+        (cache, reboot),
+        ("x",),
+    )
+    healthy = {"memory.unexplained_gib": 0.0}
+    leaking = {"memory.unexplained_gib": 33.0}
+    book = DiagnosisBook()
+    # the healthy rank prints the line; the leak sits on its peer
+    d, _ = book.add(
+        w,
+        "spark1:log",
+        7,
+        "unbalanced",
+        node="spark1",
+        facts_by_node={"spark1": healthy, "spark2": leaking},
+    )
+    assert (d.cause, d.cause_node, d.target_node, d.fixes()[0]) == (
+        "leak",
+        "spark2",
+        "spark2",
+        "reboot",
+    )
+    d2, _ = book.add(
+        w,
+        "spark1:log2",
+        7,
+        "unbalanced",
+        node="spark1",
+        facts_by_node={"spark1": healthy, "spark2": healthy},
+    )
+    assert (d2.cause, d2.target_node, d2.fixes()[0]) == ("other", "spark1", "drop")

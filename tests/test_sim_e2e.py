@@ -157,7 +157,7 @@ def play(name: str) -> Story:
                 fix,
                 c.config,
                 recipe,
-                seen=diag.node,
+                seen=diag.target_node,
                 wall=diag.wall.id,
                 recipes=book,
                 stamp=_stamp(c),

@@ -18,6 +18,7 @@ class Diagnosis:
     count: int = 1
     node: str | None = None
     cause: str | None = None  # id of the cause chosen from the readings
+    cause_node: str | None = None  # the node the cause holds on (may differ from `node`)
     first_seen: float = 0.0
     last_seen: float = 0.0
     evidence_lines: list[tuple[int, str]] = field(default_factory=list)
@@ -26,6 +27,12 @@ class Diagnosis:
     @property
     def severity(self) -> str:
         return self.wall.severity
+
+    @property
+    def target_node(self) -> str | None:
+        """Where a fix aimed at 'the node where it was seen' should go: the node the
+        cause holds on, else the node that showed the evidence."""
+        return self.cause_node or self.node
 
     def fixes(self) -> tuple[str, ...]:
         return self.fix_ids or tuple(f.id for f in self.wall.fixes)
@@ -64,6 +71,7 @@ class DiagnosisBook:
         node: str | None = None,
         now: float = 0.0,
         facts: dict[str, object] | None = None,
+        facts_by_node: dict[str, dict[str, object]] | None = None,
     ) -> tuple[Diagnosis, bool]:
         """Record one piece of evidence; returns the diagnosis and whether it is new.
 
@@ -73,7 +81,12 @@ class DiagnosisBook:
         self._source_order.setdefault(source, len(self._source_order))
         diag = self._by_key.get(key)
         if diag is None:
-            cause = wall.choose_cause(facts) if facts is not None else None
+            cause, cause_node = None, None
+            if facts_by_node:
+                cause, cause_node = wall.choose_cause_across(node, facts_by_node)
+            elif facts is not None:
+                cause, cause_node = wall.choose_cause(facts), node
+            informed = facts is not None or bool(facts_by_node)
             diag = Diagnosis(
                 wall,
                 source,
@@ -83,7 +96,8 @@ class DiagnosisBook:
                 first_seen=now,
                 last_seen=now,
                 cause=cause.id if cause else None,
-                fix_ids=tuple(f.id for f in wall.fixes_for(facts)) if facts is not None else (),
+                cause_node=cause_node if cause else None,
+                fix_ids=tuple(f.id for f in wall.fixes_for_cause(cause)) if informed else (),
             )
             diag.evidence_lines.append((line, evidence))
             self._by_key[key] = diag

@@ -146,9 +146,28 @@ class Wall:
                 return cause
         return None
 
+    def choose_cause_across(
+        self, seen: str | None, facts_by_node: dict[str, dict[str, object]]
+    ) -> tuple[Cause | None, str | None]:
+        """The cause and the node it holds on. A log line is printed by one node, but
+        its cause may sit on another (SGLang's balance check fires on the healthy
+        rank; the leak is on its peer): a cause with conditions that hold on the node
+        that printed the line wins, then one that holds on another node, then the
+        default cause (no conditions) on the printing node."""
+        order = ([seen] if seen in facts_by_node else []) + [n for n in facts_by_node if n != seen]
+        for node in order:
+            for cause in self.causes:
+                if cause.when and all(c.holds(facts_by_node[node]) for c in cause.when):
+                    return cause, node
+        default = next((c for c in self.causes if not c.when), None)
+        return default, (seen if default is not None else None)
+
     def fixes_for(self, facts: dict[str, object] | None = None) -> tuple[Fix, ...]:
         """Fixes in order of preference; the chosen cause's fixes come first."""
-        cause = self.choose_cause(facts) if facts is not None else None
+        return self.fixes_for_cause(self.choose_cause(facts) if facts is not None else None)
+
+    def fixes_for_cause(self, cause: Cause | None) -> tuple[Fix, ...]:
+        """Fixes in order of preference, the cause's own first."""
         if cause is None:
             return self.fixes
         first = [f for fid in cause.fixes if (f := self.fix(fid)) is not None]

@@ -193,7 +193,7 @@ class BringUpDriver:
                     fix,
                     self.session.config,
                     recipe=self.session.current_recipe(),
-                    seen=d.node if d.node in names else None,
+                    seen=d.target_node if d.target_node in names else None,
                     wall=d.wall.id,
                 )
             )

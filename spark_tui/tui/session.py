@@ -238,7 +238,7 @@ class ClusterSession:
         from spark_tui.remedy.fixes import plan_fix
 
         names = {n.name for n in self.config.nodes}
-        seen = diagnosis.node if diagnosis.node in names else None
+        seen = diagnosis.target_node if diagnosis.target_node in names else None
         plan = plan_fix(
             fix,
             self.config,
@@ -253,7 +253,12 @@ class ClusterSession:
         """A fix's commands for the diagnosis pane (the plan without its title line);
         cached per recipe revision: the pane redraws whenever the wall is seen again."""
         recipe = self.current_recipe()
-        key = (diagnosis.wall.id, fix.id, diagnosis.node, recipe and (recipe.id, recipe.revision))
+        key = (
+            diagnosis.wall.id,
+            fix.id,
+            diagnosis.target_node,
+            recipe and (recipe.id, recipe.revision),
+        )
         lines = self._fix_lines.get(key)
         if lines is None:
             lines = self._fix_lines[key] = self.preview_fix(diagnosis, fix).lines()[1:]
