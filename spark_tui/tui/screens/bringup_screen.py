@@ -250,6 +250,8 @@ class BringUpScreen(Screen):
 
     def apply_batch(self, batch: Batch) -> None:
         """Live readings while a step runs: weight loading and graph capture progress."""
+        if not self.is_attached:
+            return
         head = self.session.config.head.name
         for event in batch.events:
             if isinstance(event, NodeSampled) and event.node == head and self.step == "launch":

@@ -9,6 +9,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, Label
 
@@ -96,7 +97,11 @@ class MainScreen(Screen):
     # --- engine events (routed here by the app) -----------------------------------
     def apply_batch(self, batch: Batch) -> None:
         """Show one batch of monitor events (UI thread)."""
-        log = self.query_one(LogView)
+        try:
+            log = self.query_one(LogView)
+        except NoMatches:
+            return  # the app is closing: its panes are already gone
+
         for lines in batch.logs:
             log.add_lines(lines.node, lines.lines, lines.marks)
         if batch.dropped_lines:

@@ -17,6 +17,11 @@ def diagnosis_key(d: Diagnosis) -> str:
     return f"{d.wall.id}|{d.source}"
 
 
+def _rev(text: object) -> tuple[int, ...]:
+    """A key that sorts text A→Z inside a reverse (newest-first) sort."""
+    return tuple(-ord(c) for c in str(text))
+
+
 class DiagnosesTable(DataTable):
     """Rows keyed by 'wall|source'; a repeat only updates its count and time."""
 
@@ -32,8 +37,7 @@ class DiagnosesTable(DataTable):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)
         self.diagnoses: dict[str, Diagnosis] = {}
-        self._order: dict[tuple[str, str], tuple[float, int]] = {}
-        self._seq = 0
+        self._order: dict[tuple[str, str], tuple[float]] = {}
 
     def on_mount(self) -> None:
         for label, key, width in self.COLUMNS:
@@ -56,16 +60,20 @@ class DiagnosesTable(DataTable):
                 seen,
                 key=key,
             )
-        self._seq += 1
-        self._order[(d.wall.id, d.node or d.source)] = (d.last_seen or d.first_seen, self._seq)
-        # newest first by the time itself (not its text); later updates win ties. A repeat
-        # of the row already on top changes nothing: no re-sort, no redraw of every row
+        # newest first by the time itself; equal times in a fixed order (wall, node), never
+        # in the order events happened to arrive
+        self._order[(d.wall.id, d.node or d.source)] = (d.last_seen or d.first_seen,)
+        # a repeat of the row already on top changes nothing: no re-sort, no redraw of every row
         if self.get_row_index(key) != 0 or len(self._order) != getattr(self, "_sorted_rows", -1):
             selected = self.selected_key()
             self.sort(
                 "wall",
                 "node",
-                key=lambda v: self._order.get((str(v[0]), str(v[1])), (0, 0)),
+                key=lambda v: (
+                    *self._order.get((str(v[0]), str(v[1])), (0.0,)),
+                    _rev(v[0]),
+                    _rev(v[1]),
+                ),
                 reverse=True,
             )
             self._sorted_rows = len(self._order)
