@@ -89,6 +89,8 @@ class SparkTuiApp(App[int]):
         self._drain_scheduled = False
         self._last_drain = time.monotonic()
         batch = self.pump.drain()
+        if not self.screen_stack:
+            return  # closing: a timer fired after the last screen went
         self.main_screen.apply_batch(batch)
         feed = getattr(self.screen, "apply_batch", None)
         if feed is not None and self.screen is not self.main_screen:
