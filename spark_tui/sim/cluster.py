@@ -7,8 +7,9 @@ from typing import Any
 
 from spark_tui.clock import ScaledClock
 from spark_tui.nodes.cluster import ClusterConfig, NodeConfig
-from spark_tui.sim import late
+from spark_tui.sim import logs
 from spark_tui.sim import scenarios as sc
+from spark_tui.sim.docker import SimContainer
 from spark_tui.sim.node import DRM_OVERRIDE, SimNode
 from spark_tui.sim.transport import SimTransport
 from spark_tui.sim.world import SimWorld
@@ -82,7 +83,7 @@ def build_sim_cluster(
     s = sc.get(scenario)
     count = nodes or s.nodes_count
     clock = clock if clock is not None else ScaledClock(speed=speed)
-    world = SimWorld(clock=clock, seed=seed)
+    world = SimWorld(clock=clock, seed=seed, faults=s.faults)
     node_cfgs = []
     for i in range(1, count + 1):
         name = f"spark{i}"
@@ -100,17 +101,12 @@ def build_sim_cluster(
     for target, state in s.nodes.items():
         names = list(world.nodes) if target == "all" else [target]
         for name in names:
-            n = world.nodes.get(name)
-            if n is None:
-                continue
-            for key, value in state.items():
-                if key == "drm_override":
-                    if value:
-                        n.files[DRM_OVERRIDE] = DRM_OVERRIDE_TEXT
-                        n.drm_active = True
-                else:
-                    setattr(n, key, float(value))
-    late.apply(world, s.name)  # the walls beyond the seeds (spark_tui/sim/late.py)
+            if name in world.nodes:
+                _set_node_state(world.nodes[name], state)
+    for name, containers in s.containers.items():
+        if name in world.nodes:
+            for cname, spec in containers.items():
+                _add_container(world.nodes[name], cname, spec)
     config = ClusterConfig(
         nodes=tuple(node_cfgs),
         recipe=s.recipe,
@@ -124,3 +120,40 @@ def build_sim_cluster(
     )
     transports = {name: SimTransport(world, n) for name, n in world.nodes.items()}
     return SimCluster(config, transports, clock, world, s, dict(world.nodes))
+
+
+def _set_node_state(n: SimNode, state: dict[str, Any]) -> None:
+    """A scenario's node state (scenarios.NODE_KEYS)."""
+    for key, value in state.items():
+        if key == "drm_override":
+            if value:
+                n.files[DRM_OVERRIDE] = DRM_OVERRIDE_TEXT
+                n.drm_active = True
+        elif key == "fabric_mtu":
+            n.fabric_mtu = int(value)
+        else:
+            setattr(n, key, float(value))
+
+
+def _add_container(node: SimNode, name: str, spec: dict[str, Any]) -> None:
+    """A container another launcher left on the node (scenarios.CONTAINER_KEYS): created an
+    hour ago; with restarts, docker's restart policy is restarting its crashed engine."""
+    now = node.world.clock.now()
+    restarts = int(spec.get("restarts", 0))
+    c = SimContainer(
+        node=node,
+        name=name,
+        image=str(spec["image"]),
+        command=[str(a) for a in spec.get("command") or ()],
+        env={},
+        restart_policy=str(spec.get("restart", "no")),
+        created_at=now - 3600,
+        started_at=now - 30,
+        state="restarting" if restarts else "running",
+        restart_count=restarts,
+        main_blocks=True,
+    )
+    if spec.get("log"):
+        # the crashed run's last lines, before the policy restarted it
+        c.log.add_many(now - 40, logs.render("vllm", str(spec["log"])), 1.0)
+    node.containers[name] = c

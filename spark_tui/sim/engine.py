@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from spark_tui.sim import logs, models
+from spark_tui.sim.client_load import ClientLoad
 from spark_tui.sim.node import GIB, MEM_TOTAL_GIB, OS_GIB, RESERVE_GIB
 
 if TYPE_CHECKING:
@@ -172,6 +173,7 @@ class Engine:
     cache_base: dict[str, float] = field(default_factory=dict)
     tok_s: float = 20.0
     uses_ray: bool = False
+    load: ClientLoad | None = None  # a client's steady requests (serving-stall)
 
     # ---------------------------------------------------------------- set-up --
 
@@ -201,6 +203,18 @@ class Engine:
             self._plan_vllm()
         else:
             self._plan_sglang()
+        self._plan_client_load()
+
+    def _plan_client_load(self) -> None:
+        """Under the serving-stall fault a client keeps requests running once the engine
+        serves (and the engine wedges, unless its process has one NCCL build)."""
+        faults = self.world.faults
+        if not faults.wedge_after_s or self.serving_from is None or self.dead_at is not None:
+            return
+        wedge_at = faults.wedge_at(self.serving_from, self.spec.env)
+        self.load = ClientLoad(self.serving_from, wedge_at, self.tok_s)
+        if self.sink is not None:
+            self.load.write_log(self.sink, self.pid, self.api_pid)
 
     # -- vLLM ----------------------------------------------------------------------------
 
@@ -584,6 +598,12 @@ class Engine:
                 p = max(0.05, room / need)
                 if fail_p is None or p < fail_p:
                     fail_p, fail_kind, fail_node = p, "nvrm", m.node
+        corrupt = self.world.faults.corrupt_shard
+        if corrupt is not None:
+            # a truncated shard: the load dies there every time (safetensors-corrupt-shard)
+            p = corrupt[0] / corrupt[1]
+            if fail_p is None or p < fail_p:
+                fail_p, fail_kind, fail_node = p, "corrupt-shard", self.node
         shards = self.minfo.shards
         stop_at = shards if fail_p is None else max(1, int(fail_p * shards))
         for k in range(1, stop_at + 1):
@@ -616,6 +636,14 @@ class Engine:
                     )
                 # the rank stops answering; the engine goes silent and dies
                 self._die(tf + 30, "NVRM: out of memory")
+            elif fail_kind == "corrupt-shard":
+                self._emit(
+                    self.sink,
+                    tf,
+                    logs.render("vllm", "safetensors-corrupt", ts=_ts(tf), pid=self.pid),
+                    0.01,
+                )
+                self._die(tf + 1.0, "SafetensorError")
             else:
                 free_mib = max(1.0, (fail_node.cuda_total_gib * 0.015) * 1024)
                 self._emit(
@@ -748,26 +776,26 @@ class Engine:
             return 0.0
         ph = self.phase(now)
         jitter = self.rng.random() * 2
-        if self.wedged_since is not None and now >= self.wedged_since:
+        if self.is_wedged(now):
             return 95.0 + jitter
         if ph == "capturing":
             return 95.0 + jitter if self.capture_hang else 80.0 + jitter
         if ph == "loading":
             return 34.0 + jitter * 2
         if ph == "serving":
-            return 92.0 + jitter if self.requests_running > 0 else 0.0
+            return 92.0 + jitter if self.running_at(now) > 0 else 0.0
         return 2.0
 
     def power_w(self, node: str, now: float) -> float:
         if node not in self.members or not self.alive(now) or now < self.start:
             return 11.2
         ph = self.phase(now)
-        if self.wedged_since is not None and now >= self.wedged_since:
+        if self.is_wedged(now):
             return 22.0 + self.rng.random() * 3  # wedged: SM busy, power low (serving-stall)
         if ph == "capturing" and self.capture_hang:
             return 24.0 + self.rng.random() * 3
         if ph == "serving":
-            return 45.0 + self.rng.random() * 2 if self.requests_running > 0 else 16.5
+            return 45.0 + self.rng.random() * 2 if self.running_at(now) > 0 else 16.5
         if ph == "loading":
             return 31.0 + self.rng.random() * 2
         return 14.0
@@ -792,7 +820,7 @@ class Engine:
         """A chat request arrives; returns None to serve it, or why it fails."""
         if not self.alive(now) or self.serving_from is None or now < self.serving_from:
             return "not ready"
-        if self.wedged_since is not None:
+        if self.is_wedged(now):
             return "wedged"
         self.requests_total += 1
         if self.fail_first_request and self.spec.kind == "sglang":
@@ -823,3 +851,21 @@ class Engine:
 
     def add_tokens(self, n: float) -> None:
         self.tokens_total += n
+
+    # what a client sees: the requests over HTTP plus a client's steady load
+
+    def running_at(self, now: float) -> int:
+        """Requests running at `now` (vllm:num_requests_running)."""
+        steady = self.load.running(now) if self.load is not None and self.alive(now) else 0
+        return self.requests_running + steady
+
+    def tokens_at(self, now: float) -> float:
+        """Tokens generated by `now` (vllm:generation_tokens_total)."""
+        steady = self.load.tokens(now) if self.load is not None and self.alive(now) else 0.0
+        return self.tokens_total + steady
+
+    def is_wedged(self, now: float) -> bool:
+        """A request hangs in the engine at `now`: nothing more comes out."""
+        if self.wedged_since is not None:
+            return now >= self.wedged_since
+        return self.load is not None and self.load.wedged(now)

@@ -7,6 +7,7 @@ is ever changed, so every line the simulator prints is one a real engine printed
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from functools import cache
 from pathlib import Path
@@ -44,3 +45,19 @@ def render(kind: str, section: str, **values: object) -> list[str]:
 def slots(kind: str, section: str) -> set[str]:
     """Slot names a section uses (tests check every one is filled)."""
     return {m for line in sections(kind)[section] for m in _SLOT.findall(line)}
+
+
+def vllm_ts(t: float) -> str:
+    """vLLM's log time stamp (month-day time, UTC)."""
+    return dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%m-%d %H:%M:%S")
+
+
+def sglang_ts(t: float) -> str:
+    """SGLang's log time stamp (date and time, UTC)."""
+    return dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def mmss(s: float) -> str:
+    """A tqdm duration: minutes:seconds."""
+    s = max(0, int(s))
+    return f"{s // 60:02d}:{s % 60:02d}"

@@ -132,13 +132,14 @@ class _Handler(BaseHTTPRequestHandler):
             )
         elif self.path.startswith("/metrics"):
             name = self._model_name
+            now = self.server_ref.world.clock.now()
             body = (
                 "# HELP vllm:num_requests_running Number of requests in model execution batches.\n"
                 "# TYPE vllm:num_requests_running gauge\n"
-                f'vllm:num_requests_running{{model_name="{name}"}} {float(e.requests_running)}\n'
+                f'vllm:num_requests_running{{model_name="{name}"}} {float(e.running_at(now))}\n'
                 "# HELP vllm:generation_tokens_total Number of generation tokens processed.\n"
                 "# TYPE vllm:generation_tokens_total counter\n"
-                f'vllm:generation_tokens_total{{model_name="{name}"}} {float(int(e.tokens_total))}\n'
+                f'vllm:generation_tokens_total{{model_name="{name}"}} {float(int(e.tokens_at(now)))}\n'
             )
             self._send(200, body.encode(), "text/plain; version=0.0.4; charset=utf-8")
         else:

@@ -8,12 +8,33 @@ from pathlib import Path
 from typing import Any
 
 from spark_tui.errors import InputError
+from spark_tui.sim.faults import Faults
 from spark_tui.yamlfile import LDict, line_of, load_yaml
 
 _FILE = Path(__file__).resolve().parent / "scenarios.yaml"
 _RECIPES = Path(__file__).resolve().parent / "recipes"
-NODE_KEYS = {"page_cache_gib", "leaked_gib", "services_gib", "drm_override", "swap_used_gib"}
-KEYS = {"seed", "description", "recipe", "set", "nodes", "nodes_count", "walls", "switch_to"}
+NODE_KEYS = {
+    "page_cache_gib",
+    "leaked_gib",
+    "services_gib",
+    "drm_override",
+    "swap_used_gib",
+    "fabric_mtu",
+}
+FAULT_KEYS = {"wedge_after_s", "nccl_builds", "corrupt_shard"}
+CONTAINER_KEYS = {"image", "command", "restart", "restarts", "log"}
+KEYS = {
+    "seed",
+    "description",
+    "recipe",
+    "set",
+    "nodes",
+    "nodes_count",
+    "walls",
+    "switch_to",
+    "faults",
+    "containers",
+}
 DEFAULT = "healthy"
 
 
@@ -28,6 +49,9 @@ class Scenario:
     nodes_count: int = 2
     walls: tuple[str, ...] = ()
     switch_to: str | None = None
+    faults: Faults = field(default_factory=Faults)
+    # node -> container name -> what another launcher left running there (CONTAINER_KEYS)
+    containers: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
 
 
 @cache
@@ -59,6 +83,15 @@ def scenarios(path: Path = _FILE) -> dict[str, Scenario]:
                     str(path),
                     line_of(nodes, nname),
                 )
+        faults = body.get("faults") or {}
+        _check_keys(faults, FAULT_KEYS, f"scenario {name!r}: faults", path, where)
+        containers = body.get("containers") or {}
+        for named in containers.values():
+            for cname, spec in (named or {}).items():
+                _check_keys(
+                    spec, CONTAINER_KEYS, f"scenario {name!r}: container {cname!r}", path, where
+                )
+        shard = faults.get("corrupt_shard")
         out[name] = Scenario(
             name=name,
             seed=str(body.get("seed", "")),
@@ -69,8 +102,31 @@ def scenarios(path: Path = _FILE) -> dict[str, Scenario]:
             nodes_count=int(body.get("nodes_count", 2)),
             walls=tuple(str(w) for w in body.get("walls") or ()),
             switch_to=body.get("switch_to"),
+            faults=Faults(
+                wedge_after_s=_float_or_none(faults.get("wedge_after_s")),
+                nccl_builds=int(faults.get("nccl_builds", 1)),
+                corrupt_shard=(int(shard[0]), int(shard[1])) if shard else None,
+            ),
+            containers={
+                str(n): {str(k): dict(v or {}) for k, v in (named or {}).items()}
+                for n, named in containers.items()
+            },
         )
     return out
+
+
+def _check_keys(body: Any, allowed: set[str], what: str, path: Path, where: int) -> None:
+    """An unknown key (or a body that is no mapping) is an InputError at its line."""
+    if not isinstance(body, dict):
+        raise InputError(f"{what}: expected a mapping", str(path), where)
+    bad = set(body) - allowed
+    if bad:
+        key = sorted(bad)[0]
+        raise InputError(f"{what}: unknown field {key!r}", str(path), line_of(body, key))
+
+
+def _float_or_none(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def get(name: str) -> Scenario:

@@ -761,6 +761,8 @@ def _free(argv: list[str], ctx: Ctx, stdin: str) -> Out:
 
 
 def _ip(argv: list[str], ctx: Ctx, stdin: str) -> Out:
+    if argv[1:3] == ["link", "set"] and "mtu" in argv:
+        return _ip_link_set(argv[1:], ctx)
     args = [a for a in argv[1:] if a not in ("-o", "-br", "-4", "-6", "-d", "-s")]
     brief = "-br" in argv
     obj = args[0] if args else ""
@@ -807,6 +809,19 @@ def _ip(argv: list[str], ctx: Ctx, stdin: str) -> Out:
     else:
         return Out(255, "", f'Object "{obj}" is unknown, try "ip help".\n')
     return Out(0, "".join(line + "\n" for line in lines))
+
+
+def _ip_link_set(args: list[str], ctx: Ctx) -> Out:
+    """`ip link set dev IF mtu N` (root) changes the fabric MTU (fabric-slow's fix)."""
+    if not ctx.root:
+        return Out(2, "", "RTNETLINK answers: Operation not permitted\n")
+    dev = args[args.index("dev") + 1] if "dev" in args else args[2]
+    mtu = int(args[args.index("mtu") + 1])
+    node = ctx.node
+    if dev == node.fabric_if:
+        node.fabric_mtu = mtu
+        return Out(0, "")
+    return Out(1, "", f'Cannot find device "{dev}"\n')
 
 
 def _ibdev2netdev(argv: list[str], ctx: Ctx, stdin: str) -> Out:
@@ -1387,6 +1402,18 @@ class _Pending:
         return True
 
 
+def _find(argv: list[str], ctx: Ctx, stdin: str) -> Out:
+    """`find / -xdev -type f -name 'libnccl.so.2*' -printf '%s %p\\n' -exec sha256sum {} +`
+    in a container: the image's NCCL files (one build, or the OS's and the wheel's)."""
+    pattern = argv[argv.index("-name") + 1] if "-name" in argv else ""
+    if "libnccl" not in pattern:
+        return Out(0, "")
+    files = ctx.world.faults.nccl_files()
+    out = "".join(f"{size} {path}\n" for path, size, _ in files)
+    out += "".join(f"{digest}  {path}\n" for path, _, digest in files)
+    return Out(0, out)
+
+
 def _python(argv: list[str], ctx: Ctx, stdin: str) -> Out:
     if (
         len(argv) >= 3
@@ -1518,4 +1545,5 @@ _CONTAINER = {
     "ray": _ray,
     "vllm": _vllm,
     "pkill": _pkill,
+    "find": _find,
 }

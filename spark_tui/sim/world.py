@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from spark_tui.clock import ScaledClock
+from spark_tui.sim.faults import Faults
 
 if TYPE_CHECKING:
     from spark_tui.sim.docker import SimContainer
@@ -39,6 +40,7 @@ class SglangRank:
 class SimWorld:
     clock: ScaledClock
     seed: int = 0
+    faults: Faults = field(default_factory=Faults)
     nodes: dict[str, SimNode] = field(default_factory=dict)
     engines: list[Engine] = field(default_factory=list)
     sglang_waiting: dict[str, list[SglangRank]] = field(default_factory=dict)
