@@ -320,6 +320,16 @@ def main() -> int:
         print("bench/tui.py needs tmux (apt-get install tmux)", file=sys.stderr)
         return 2
     results: dict[str, object] = {"machine": machine(), "date": time.strftime("%Y-%m-%d")}
+    # one idle session keeps the tmux server up between the measured ones (a server that
+    # exits as the next session starts fails that start)
+    start("bench-anchor", "sleep 3600")
+    try:
+        return _figures(args, results)
+    finally:
+        tmux("kill-session", "-t", "bench-anchor")
+
+
+def _figures(args: argparse.Namespace, results: dict[str, object]) -> int:
     want = {args.only} if args.only else {"help", "cold", "stream", "flood"}
     if "help" in want:
         results.update(help_time(10))
