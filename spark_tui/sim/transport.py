@@ -18,7 +18,7 @@ from spark_tui.nodes.transport import (
 from spark_tui.sim import docker as dk
 from spark_tui.sim import gpu
 from spark_tui.sim.node import SimNode
-from spark_tui.sim.shell import Ctx, _read_path, run_script
+from spark_tui.sim.shell import Ctx, read_path, run_script
 from spark_tui.sim.timedlog import TimedLog
 from spark_tui.sim.world import SimWorld
 
@@ -48,9 +48,7 @@ class SimTransport(Transport):
             raise NodeUnreachable(self.name, self.node.down_reason(), self.node.down_from)
 
     def _ctx(self) -> Ctx:
-        ctx = Ctx(self.world, self.node, None, dict(BASE_ENV))
-        ctx.sink_path = None  # type: ignore[attr-defined]
-        return ctx
+        return Ctx(self.world, self.node, None, dict(BASE_ENV))
 
     def run(self, command: str, timeout: float = 30.0, input: bytes | None = None) -> CommandResult:
         self._check()
@@ -76,7 +74,7 @@ class SimTransport(Transport):
             with open(real, "rb") as fh:
                 return fh.read(max_bytes)
         with self.world.lock:
-            text = _read_path(self._ctx(), path)
+            text = read_path(self._ctx(), path)
         if text is None:
             raise FileNotFoundError(path)
         return text.encode()[:max_bytes]

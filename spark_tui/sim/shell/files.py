@@ -1,0 +1,217 @@
+"""Files of a simulated node or container: /proc, /sys/class/net, sysctl writes
+(drop_caches), root-only paths, and the commands that read and move them (cat, ls, test,
+mv, rm, sync, find)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from spark_tui.sim.shell.context import CONTAINER, Command, Ctx, Out
+from spark_tui.sim.timedlog import TimedLog
+
+if TYPE_CHECKING:
+    pass
+
+ROOT_ONLY_PREFIXES = ("/proc/sys/", "/etc/", "/sys/", "/usr/", "/boot/")
+
+
+def read_path(ctx: Ctx, path: str) -> str | None:
+    node, now = ctx.node, ctx.world.clock.now()
+    if path == "/proc/meminfo":
+        return node.meminfo(now)
+    if path == "/proc/sys/kernel/random/boot_id":
+        return node.boot_id + "\n"
+    if path == "/proc/uptime":
+        up = now - node.booted_at
+        return f"{up:.2f} {up * 19.3:.2f}\n"
+    if path == "/etc/hostname":
+        return node.name + "\n"
+    if path == "/proc/sys/vm/drop_caches":
+        return "0\n"
+    if path.startswith("/sys/class/net/"):
+        parts = path.split("/")
+        if len(parts) == 6:
+            iface = next((i for i in node.interfaces() if i.name == parts[4]), None)
+            if iface is not None:
+                if parts[5] == "mtu":
+                    return f"{iface.mtu}\n"
+                if parts[5] == "operstate":
+                    return (
+                        "up"
+                        if iface.state == "UP"
+                        else "down"
+                        if iface.state == "DOWN"
+                        else "unknown"
+                    ) + "\n"
+                if parts[5] == "speed":
+                    return (
+                        f"{iface.speed_mbps}\n"
+                        if iface.state == "UP" and iface.speed_mbps
+                        else None
+                    )
+        return None
+    if ctx.container is not None:
+        text = ctx.container.read_file(path, now)
+        if text is not None:
+            return text
+        return None
+    real = node.mounted(path)
+    if real is not None:
+        try:
+            with open(real, "rb") as fh:
+                return fh.read().decode("utf-8", "replace")
+        except OSError:
+            return None
+    return node.files.get(path)
+
+
+def write_path(ctx: Ctx, path: str, text: str, append: bool) -> tuple[int, str]:
+    node = ctx.node
+    if path == "/proc/sys/vm/drop_caches":
+        if not ctx.root and ctx.container is None:
+            return 2, f"sh: 1: cannot create {path}: Permission denied\n"
+        if ctx.container is not None:
+            return 2, f"sh: 1: cannot create {path}: Read-only file system\n"
+        if text.strip() in ("1", "3"):
+            node.drop_caches()
+        return 0, ""
+    if ctx.container is not None:
+        c = ctx.container
+        old = c.files.get(path)
+        if isinstance(old, TimedLog):
+            old.add(ctx.world.clock.now(), text.rstrip("\n"))
+        else:
+            c.files[path] = (old or "" if append else "") + text
+        return 0, ""
+    if path.startswith(ROOT_ONLY_PREFIXES) and not ctx.root:
+        return 2, f"sh: 1: cannot create {path}: Permission denied\n"
+    node.files[path] = (node.files.get(path, "") if append else "") + text
+    return 0, ""
+
+
+def _cat(argv: list[str], ctx: Ctx, stdin: str) -> Out:
+    files = [a for a in argv[1:] if not a.startswith("-") or a == "-"]
+    if not files:
+        return Out(0, stdin)
+    out, err, rc = "", "", 0
+    for f in files:
+        text = stdin if f == "-" else read_path(ctx, f)
+        if text is None:
+            err += f"cat: {f}: No such file or directory\n"
+            rc = 1
+        else:
+            out += text
+    return Out(rc, out, err)
+
+
+def exists(ctx: Ctx, path: str) -> bool:
+    return read_path(ctx, path) is not None or any(
+        k.startswith(path.rstrip("/") + "/")
+        for k in (ctx.container.files if ctx.container else ctx.node.files)
+    )
+
+
+def _ls(argv: list[str], ctx: Ctx, stdin: str) -> Out:
+    paths = [a for a in argv[1:] if not a.startswith("-")]
+    out, err, rc = "", "", 0
+    for p in paths or ["."]:
+        if p == "." or exists(ctx, p):
+            out += p + "\n"
+        else:
+            err += f"ls: cannot access '{p}': No such file or directory\n"
+            rc = 2
+    return Out(rc, out, err)
+
+
+def _test(argv: list[str], ctx: Ctx, stdin: str) -> Out:
+    args = argv[1:]
+    if argv[0] == "[":
+        if not args or args[-1] != "]":
+            return Out(2, "", "[: missing ]\n")
+        args = args[:-1]
+    neg = False
+    if args and args[0] == "!":
+        neg, args = True, args[1:]
+    ok = False
+    if len(args) == 2 and args[0] in ("-e", "-f", "-r", "-s"):
+        ok = exists(ctx, args[1])
+    elif len(args) == 2 and args[0] == "-d":
+        ok = False
+    elif len(args) == 2 and args[0] == "-n":
+        ok = args[1] != ""
+    elif len(args) == 2 and args[0] == "-z":
+        ok = args[1] == ""
+    elif len(args) == 3 and args[1] in ("=", "=="):
+        ok = args[0] == args[2]
+    elif len(args) == 3 and args[1] == "!=":
+        ok = args[0] != args[2]
+    elif len(args) == 1:
+        ok = args[0] != ""
+    return Out(0 if ok != neg else 1)
+
+
+def _mv(argv: list[str], ctx: Ctx, stdin: str) -> Out:
+    args = [a for a in argv[1:] if a not in ("-n", "-f", "-v", "--", "-i")]
+    no_clobber = "-n" in argv[1:]
+    if len(args) != 2:
+        return Out(1, "", "mv: missing destination file operand\n")
+    src, dst = args
+    files = ctx.container.files if ctx.container is not None else ctx.node.files
+    if src not in files:
+        return Out(1, "", f"mv: cannot stat '{src}': No such file or directory\n")
+    if (
+        ctx.container is None
+        and not ctx.root
+        and (src.startswith(ROOT_ONLY_PREFIXES) or dst.startswith(ROOT_ONLY_PREFIXES))
+    ):
+        return Out(1, "", f"mv: cannot move '{src}' to '{dst}': Permission denied\n")
+    if no_clobber and dst in files:
+        return Out(0)
+    files[dst] = files.pop(src)
+    return Out(0)
+
+
+def _rm(argv: list[str], ctx: Ctx, stdin: str) -> Out:
+    args = [a for a in argv[1:] if not a.startswith("-")]
+    files = ctx.container.files if ctx.container is not None else ctx.node.files
+    rc, err = 0, ""
+    for a in args:
+        if a not in files:
+            if "-f" not in argv:
+                err += f"rm: cannot remove '{a}': No such file or directory\n"
+                rc = 1
+            continue
+        if ctx.container is None and not ctx.root and a.startswith(ROOT_ONLY_PREFIXES):
+            err += f"rm: cannot remove '{a}': Permission denied\n"
+            rc = 1
+            continue
+        del files[a]
+    return Out(rc, "", err)
+
+
+def _sync(argv: list[str], ctx: Ctx, stdin: str) -> Out:
+    return Out(0)
+
+
+def _find(argv: list[str], ctx: Ctx, stdin: str) -> Out:
+    """`find / -xdev -type f -name 'libnccl.so.2*' -printf '%s %p\\n' -exec sha256sum {} +`
+    in a container: the image's NCCL files (one build, or the OS's and the wheel's)."""
+    pattern = argv[argv.index("-name") + 1] if "-name" in argv else ""
+    if "libnccl" not in pattern:
+        return Out(0, "")
+    files = ctx.world.faults.nccl_files()
+    out = "".join(f"{size} {path}\n" for path, size, _ in files)
+    out += "".join(f"{digest}  {path}\n" for path, _, digest in files)
+    return Out(0, out)
+
+
+COMMANDS = {
+    "cat": Command(_cat),
+    "ls": Command(_ls),
+    "test": Command(_test),
+    "[": Command(_test),
+    "mv": Command(_mv),
+    "rm": Command(_rm),
+    "sync": Command(_sync),
+    "find": Command(_find, CONTAINER),
+}

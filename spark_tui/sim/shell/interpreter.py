@@ -1,0 +1,235 @@
+"""The sh interpreter of a simulated node: lists, pipes, expansions, redirections, and
+dispatch of each command through the one registry (spark_tui.sim.shell.registry)."""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from typing import TYPE_CHECKING
+
+from spark_tui.sim import sh
+from spark_tui.sim.shell.context import Ctx, Out
+from spark_tui.sim.shell.files import read_path, write_path
+from spark_tui.sim.shell.registry import lookup
+
+if TYPE_CHECKING:
+    from spark_tui.sim.docker import SimContainer
+
+
+class ShellExit(Exception):
+    def __init__(self, rc: int, out: Out) -> None:
+        self.rc = rc
+        self.out = out
+
+
+def run_script(script: str, ctx: Ctx, stdin: str = "") -> Out:
+    """Run a script (one or more command lines) and return its exit code and output."""
+    total = Out()
+    try:
+        return _run_script(script, ctx, stdin, total)
+    except ShellExit as ex:
+        total.out += ex.out.out
+        total.err += ex.out.err
+        total.rc = ex.rc
+        ctx.last_rc = ex.rc
+        return total
+
+
+def _run_script(script: str, ctx: Ctx, stdin: str, total: Out) -> Out:
+    try:
+        pipelines = sh.parse(script)
+    except sh.ShellSyntaxError as exc:
+        return Out(2, "", f"sh: 1: {exc}\n")
+    prev_connector = ";"
+    for p in pipelines:
+        run = True
+        if prev_connector == "&&" and ctx.last_rc != 0:
+            run = False
+        if prev_connector == "||" and ctx.last_rc == 0:
+            run = False
+        if run:
+            r = _run_pipeline(p, ctx, stdin, background=p.connector == "&")
+            total.out += r.out
+            total.err += r.err
+            ctx.last_rc = r.rc
+            total.rc = r.rc
+            if ctx.blocked:
+                return total
+        prev_connector = p.connector
+    return total
+
+
+def _expand(word: sh.Word, ctx: Ctx) -> list[str]:
+    fields: list[str] = [""]
+    has_quoted = False
+    for seg in word.segs:
+        if seg.kind == "lit":
+            fields[-1] += seg.value
+            has_quoted = has_quoted or seg.quoted
+            continue
+        if seg.kind == "var":
+            name = seg.value
+            if name == "?":
+                val = str(ctx.last_rc)
+            elif name == "$":
+                val = str(ctx.node.index * 1000 + 17)
+            elif name == "#":
+                val = "0"
+            else:
+                val = ctx.env.get(name, "")
+        else:
+            val = run_script(seg.value, ctx.child()).out.rstrip("\n")
+        if seg.quoted:
+            fields[-1] += val
+            has_quoted = True
+        else:
+            parts = val.split()
+            if not parts:
+                continue
+            if val[:1].isspace() and fields[-1]:
+                fields.append("")
+            fields[-1] += parts[0]
+            for extra in parts[1:]:
+                fields.append(extra)
+            if val[-1:].isspace():
+                fields.append("")
+    if fields and fields[-1] == "" and len(fields) > 1:
+        fields.pop()
+    if fields == [""] and not has_quoted:
+        return []
+    unquoted_glob = any(
+        seg.kind == "lit" and not seg.quoted and ("*" in seg.value or "?" in seg.value)
+        for seg in word.segs
+    )
+    if unquoted_glob:
+        out: list[str] = []
+        for f in fields:
+            hits = sorted(p for p in _all_paths(ctx) if fnmatch.fnmatchcase(p, f))
+            out += hits or [f]
+        return out
+    return fields
+
+
+def _all_paths(ctx: Ctx) -> list[str]:
+    paths = list(ctx.container.files if ctx.container is not None else ctx.node.files)
+    for i in ctx.node.interfaces():
+        for leaf in ("speed", "mtu", "operstate"):
+            paths.append(f"/sys/class/net/{i.name}/{leaf}")
+    return paths
+
+
+def _run_pipeline(p: sh.Pipeline, ctx: Ctx, stdin: str, background: bool) -> Out:
+    data = stdin
+    result = Out()
+    err_all = ""
+    # a long-running command piped into `tee FILE` writes FILE
+    tee_target: str | None = None
+    for cmd in p.commands[1:]:
+        argv = [w.literal() or "" for w in cmd.words]
+        if argv and argv[0] == "tee":
+            files = [a for a in argv[1:] if not a.startswith("-")]
+            tee_target = files[0] if files else None
+    for i, cmd in enumerate(p.commands):
+        sub = ctx if len(p.commands) == 1 else ctx.child()
+        if background:
+            sub = ctx.child(detached=True)
+        result = _run_command(cmd, sub, data, tee_target if i == 0 else None)
+        if len(p.commands) > 1:
+            ctx.last_rc = result.rc
+            if sub.blocked:
+                ctx.blocked = True
+        data = result.out
+        err_all += result.err
+    if background:
+        ctx.blocked = False
+        return Out(0, "", err_all)
+    return Out(result.rc, data, err_all)
+
+
+def _run_command(cmd: sh.Command, ctx: Ctx, stdin: str, tee_target: str | None) -> Out:
+    words: list[str] = []
+    for w in cmd.words:
+        words += _expand(w, ctx)
+    redirs = [(r.fd, r.op, " ".join(_expand(r.target, ctx))) for r in cmd.redirs]
+    # leading assignments
+    assigns: dict[str, str] = {}
+    while words and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", words[0]):
+        k, v = words.pop(0).split("=", 1)
+        assigns[k] = v
+    if not words:
+        ctx.env.update(assigns)
+        return Out(0)
+    run_ctx = ctx.child() if assigns else ctx
+    run_ctx.env.update(assigns)
+    # where a long-running process writes
+    sink_path: str | None = tee_target
+    for fd, op, target in redirs:
+        if fd in (1, -1) and op in (">", ">>") and target != "/dev/null":
+            sink_path = target
+    for fd, op, target in redirs:
+        if fd == 0 and op == "<":
+            text = read_path(ctx, target)
+            if text is None:
+                return Out(2, "", f"sh: 1: cannot open {target}: No such file\n")
+            stdin = text
+    run_ctx.sink_path = sink_path
+    res = dispatch(words, run_ctx, stdin)
+    if run_ctx is not ctx:
+        ctx.last_rc = run_ctx.last_rc
+        ctx.blocked = run_ctx.blocked
+    out, err = res.out, res.err
+    for fd, op, target in redirs:
+        if op == ">&":
+            if fd == 2 and target == "1":
+                out, err = out + err, ""
+            elif fd == 1 and target == "2":
+                out, err = "", err + out
+            continue
+        if fd == 0:
+            continue
+        text = out if fd == 1 else err if fd == 2 else out + err
+        if fd in (1, -1):
+            out = ""
+        if fd in (2, -1):
+            err = ""
+        if target == "/dev/null":
+            continue
+        wrc, werr = write_path(ctx, target, text, append=op == ">>")
+        if wrc:
+            return Out(wrc, "", werr)
+    return Out(res.rc, out, err)
+
+
+def not_found(name: str) -> Out:
+    return Out(127, "", f"sh: 1: {name}: command not found\n")
+
+
+def dispatch(argv: list[str], ctx: Ctx, stdin: str = "") -> Out:
+    """Run one command (argv already expanded) where ctx says; 127 when it does not exist."""
+    fn = lookup(argv[0], in_container=ctx.container is not None)
+    if fn is None:
+        return not_found(argv[0])
+    r = fn(argv, ctx, stdin)
+    ctx.last_rc = r.rc
+    return r
+
+
+def run_main_process(c: SimContainer) -> None:
+    """A container's main command, run when it starts; it keeps running if it blocks."""
+    world = c.node.world
+    argv = c.command or ["sleep", "infinity"]
+    ctx = Ctx(world, c.node, c, dict(c.env), root=True, detached=False, main=True)
+    if argv[0] in ("sh", "bash") and len(argv) >= 3 and argv[1] == "-c":
+        r = run_script(argv[2], ctx)
+    else:
+        r = dispatch(list(argv), ctx)
+    now = world.clock.now()
+    if r.out or r.err:
+        c.log.add_many(now, (r.out + r.err).rstrip("\n").split("\n"))
+    if not ctx.blocked:
+        # the main process ended: the container exits with its code
+        c.state = "exited"
+        c.exit_code = r.rc
+        c.finished_at = now
+        if c.ray is not None:
+            c.ray = None

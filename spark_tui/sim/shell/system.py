@@ -1,0 +1,83 @@
+"""Who and what a simulated node is: hostname, whoami, id, free, nvidia-smi, the kernel
+log (dmesg, journalctl) and reboot."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from spark_tui.sim import gpu
+from spark_tui.sim.shell.context import HOST, Command, Ctx, Out
+
+if TYPE_CHECKING:
+    pass
+
+
+def _hostname(argv: list[str], ctx: Ctx, stdin: str) -> Out:
+    if "-I" in argv:
+        return Out(0, f"{ctx.node.mgmt_ip} {ctx.node.fabric_ip}\n")
+    return Out(0, ctx.node.name + "\n")
+
+
+def _whoami(argv: list[str], ctx: Ctx, stdin: str) -> Out:
+    return Out(0, ("root" if ctx.root or ctx.container is not None else "milo") + "\n")
+
+
+def _id(argv: list[str], ctx: Ctx, stdin: str) -> Out:
+    if "-u" in argv:
+        return Out(0, ("0" if ctx.root else "1000") + "\n")
+    return Out(0, "uid=1000(milo) gid=1000(milo) groups=1000(milo),27(sudo),986(docker)\n")
+
+
+def _free(argv: list[str], ctx: Ctx, stdin: str) -> Out:
+    m = ctx.node.memory()
+    g = 1 << 30
+    b = lambda x: int(x * g)  # noqa: E731
+    return Out(
+        0,
+        "               total        used        free      shared  buff/cache   available\n"
+        f"Mem:     {b(m.total):>12} {b(m.total - m.free - m.cached):>11} {b(m.free):>11} {b(m.shmem):>11} {b(m.cached):>11} {b(m.available):>11}\n"
+        f"Swap:    {b(m.swap_total):>12} {b(m.swap_total - m.swap_free):>11} {b(m.swap_free):>11}\n",
+    )
+
+
+def _nvidia_smi(argv: list[str], ctx: Ctx, stdin: str) -> Out:
+    return gpu.nvidia_smi(argv, ctx.world, ctx.node)
+
+
+def _reboot(argv: list[str], ctx: Ctx, stdin: str) -> Out:
+    if argv[0] == "shutdown" and "-r" not in argv:
+        return Out(1, "", "shutdown: only reboots are simulated\n")
+    if argv[0] == "systemctl" and (len(argv) < 2 or argv[1] != "reboot"):
+        return Out(0)
+    if not ctx.root:
+        return Out(
+            1,
+            "",
+            "Failed to set wall message, ignoring: Interactive authentication required.\n"
+            "Call to Reboot failed: Interactive authentication required.\n",
+        )
+    ctx.node.request_reboot()
+    return Out(0)
+
+
+def _dmesg(argv: list[str], ctx: Ctx, stdin: str) -> Out:
+    now = ctx.world.clock.now()
+    return Out(0, "".join(line + "\n" for t, line in ctx.node.dmesg if t <= now))
+
+
+def _journalctl(argv: list[str], ctx: Ctx, stdin: str) -> Out:
+    return Out(0, "-- No entries --\n")
+
+
+COMMANDS = {
+    "hostname": Command(_hostname),
+    "whoami": Command(_whoami),
+    "id": Command(_id),
+    "free": Command(_free),
+    "nvidia-smi": Command(_nvidia_smi),
+    "reboot": Command(_reboot, HOST),
+    "shutdown": Command(_reboot, HOST),
+    "systemctl": Command(_reboot, HOST),
+    "dmesg": Command(_dmesg, HOST),
+    "journalctl": Command(_journalctl, HOST),
+}

@@ -1,0 +1,152 @@
+"""Text filters on a simulated node: grep, head, tail, wc, tee."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from spark_tui.sim.shell.context import Command, Ctx, Out
+from spark_tui.sim.shell.files import read_path, write_path
+
+if TYPE_CHECKING:
+    pass
+
+
+def _grep(argv: list[str], ctx: Ctx, stdin: str) -> Out:
+    args = argv[1:]
+    flags: set[str] = set()
+    patterns: list[str] = []
+    files: list[str] = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            files += args[i + 1 :] if patterns else args[i + 2 :]
+            if not patterns and i + 1 < len(args):
+                patterns.append(args[i + 1])
+            break
+        if a == "-e" and i + 1 < len(args):
+            patterns.append(args[i + 1])
+            i += 2
+            continue
+        if a.startswith("-") and len(a) > 1:
+            flags.update(a[1:])
+        elif not patterns:
+            patterns.append(a)
+        else:
+            files.append(a)
+        i += 1
+    if not patterns:
+        return Out(2, "", "Usage: grep [OPTION]... PATTERNS [FILE]...\n")
+    text = stdin
+    errs = ""
+    if files:
+        parts = []
+        prefix = "H" in flags or (len(files) > 1 and "h" not in flags)
+        for f in files:
+            t = read_path(ctx, f)
+            if t is None:
+                errs += (
+                    f"grep: {f}: No such file or directory\n"
+                    if not f.startswith("/sys/")
+                    else f"grep: {f}: Invalid argument\n"
+                )
+                continue
+            parts.append("".join(f"{f}:{ln}\n" for ln in t.splitlines()) if prefix else t)
+        text = "".join(parts)
+    ic = re.IGNORECASE if "i" in flags else 0
+    if "F" in flags:
+        regs = [re.compile(re.escape(p), ic) for p in patterns]
+    else:
+        regs = []
+        for p in patterns:
+            if "E" not in flags:
+                p = p.replace(r"\|", "|").replace(r"\(", "(").replace(r"\)", ")")
+            try:
+                regs.append(re.compile(p, ic))
+            except re.error:
+                regs.append(re.compile(re.escape(p), ic))
+    hits = [
+        ln
+        for ln in text.splitlines()
+        if any(r.search(ln.split(":", 1)[1] if ("H" in flags and ":" in ln) else ln) for r in regs)
+        != ("v" in flags)
+    ]
+    rc = 0 if hits else (2 if errs and not text else 1)
+    if "q" in flags:
+        return Out(rc, "", errs)
+    if "c" in flags:
+        return Out(rc, f"{len(hits)}\n", errs)
+    return Out(rc, "".join(h + "\n" for h in hits), errs)
+
+
+def count_opt(args: list[str], default: int) -> tuple[int, list[str], set[str]]:
+    n = default
+    rest: list[str] = []
+    flags: set[str] = set()
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "-n" and i + 1 < len(args):
+            n = int(args[i + 1].lstrip("+") or 0)
+            i += 2
+            continue
+        if a.startswith("-n") and a[2:].isdigit():
+            n = int(a[2:])
+        elif a.startswith("-") and a[1:].isdigit():
+            n = int(a[1:])
+        elif a.startswith("--lines="):
+            n = int(a.split("=", 1)[1])
+        elif a.startswith("-") and len(a) > 1:
+            flags.update(a[1:])
+        else:
+            rest.append(a)
+        i += 1
+    return n, rest, flags
+
+
+def _tail(argv: list[str], ctx: Ctx, stdin: str) -> Out:
+    n, files, _flags = count_opt(argv[1:], 10)
+    text = stdin
+    if files:
+        t = read_path(ctx, files[0])
+        if t is None:
+            return Out(
+                1, "", f"tail: cannot open '{files[0]}' for reading: No such file or directory\n"
+            )
+        text = t
+    lines = text.splitlines()
+    out = lines[-n:] if n else []
+    return Out(0, "".join(line + "\n" for line in out))
+
+
+def _head(argv: list[str], ctx: Ctx, stdin: str) -> Out:
+    n, files, _ = count_opt(argv[1:], 10)
+    text = stdin
+    if files:
+        t = read_path(ctx, files[0])
+        if t is None:
+            return Out(
+                1, "", f"head: cannot open '{files[0]}' for reading: No such file or directory\n"
+            )
+        text = t
+    return Out(0, "".join(line + "\n" for line in text.splitlines()[:n]))
+
+
+def _wc(argv: list[str], ctx: Ctx, stdin: str) -> Out:
+    return Out(0, f"{len(stdin.splitlines())}\n")
+
+
+def _tee(argv: list[str], ctx: Ctx, stdin: str) -> Out:
+    for f in [a for a in argv[1:] if not a.startswith("-")]:
+        write_path(ctx, f, stdin, append="-a" in argv)
+    return Out(0, stdin)
+
+
+COMMANDS = {
+    "grep": Command(_grep),
+    "tail": Command(_tail),
+    "head": Command(_head),
+    "wc": Command(_wc),
+    "tee": Command(_tee),
+}
