@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from spark_tui.sim import logs
 from spark_tui.sim.node import MEM_TOTAL_GIB
+from spark_tui.sim.options import parse_options
 
 if TYPE_CHECKING:
     from spark_tui.sim.docker import SimContainer
@@ -45,29 +46,11 @@ class RayDaemon:
         return self.object_store_bytes / float(1 << 30)
 
 
-def _opts(args: list[str]) -> dict[str, object]:
-    out: dict[str, object] = {}
-    i = 0
-    while i < len(args):
-        a = args[i]
-        if a.startswith("--"):
-            if "=" in a:
-                k, v = a.split("=", 1)
-                out[k] = v
-            elif i + 1 < len(args) and not args[i + 1].startswith("--"):
-                out[a] = args[i + 1]
-                i += 1
-            else:
-                out[a] = True
-        i += 1
-    return out
-
-
 def ray_start(
     world: SimWorld, node: SimNode, container: SimContainer, args: list[str], env: dict[str, str]
 ) -> tuple[int, str, str, bool]:
     """Returns (exit code, stdout, stderr, blocks) — `--block` keeps the command running."""
-    opts = _opts(args)
+    opts, _words = parse_options(args, short=False)
     if container.ray is not None:
         return (
             1,

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from spark_tui.sim.engine import Engine, parse_serve
+from spark_tui.sim.engine import Engine
 from spark_tui.sim.ray import ray_start, ray_status, ray_stop
+from spark_tui.sim.serve_spec import parse_serve
 from spark_tui.sim.shell.context import CONTAINER, Command, Ctx, Out
 from spark_tui.sim.shell.files import write_path
 from spark_tui.sim.shell.interpreter import not_found
@@ -126,7 +127,7 @@ def _join_sglang(ctx: Ctx, spec: object, argv: list[str], sink: TimedLog | None)
     assert spec0 is not None
     e = Engine(world, spec0, r0.node, r0.container, now, r0.sink)  # type: ignore[arg-type]
     for i, r in enumerate(ranks):
-        m = e._member(r.node, i, r.sink, is_head=i == 0)  # type: ignore[arg-type]
+        m = e.member(r.node, i, r.sink, is_head=i == 0)  # type: ignore[arg-type]
         e.members[r.node.name] = m
         e.rank_containers.append(r.container)
     e.plan()
