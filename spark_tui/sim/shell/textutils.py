@@ -105,31 +105,31 @@ def count_opt(args: list[str], default: int) -> tuple[int, list[str], set[str]]:
     return n, rest, flags
 
 
-def _tail(argv: list[str], ctx: Ctx, stdin: str) -> Out:
+def _input(argv: list[str], ctx: Ctx, stdin: str) -> tuple[int, str | Out]:
+    """head/tail's count and text: the first file named, or stdin (an Out: the error)."""
     n, files, _flags = count_opt(argv[1:], 10)
-    text = stdin
-    if files:
-        t = read_path(ctx, files[0])
-        if t is None:
-            return Out(
-                1, "", f"tail: cannot open '{files[0]}' for reading: No such file or directory\n"
-            )
-        text = t
+    if not files:
+        return n, stdin
+    text = read_path(ctx, files[0])
+    if text is None:
+        why = f"{argv[0]}: cannot open '{files[0]}' for reading: No such file or directory\n"
+        return n, Out(1, "", why)
+    return n, text
+
+
+def _tail(argv: list[str], ctx: Ctx, stdin: str) -> Out:
+    n, text = _input(argv, ctx, stdin)
+    if isinstance(text, Out):
+        return text
     lines = text.splitlines()
     out = lines[-n:] if n else []
     return Out(0, "".join(line + "\n" for line in out))
 
 
 def _head(argv: list[str], ctx: Ctx, stdin: str) -> Out:
-    n, files, _ = count_opt(argv[1:], 10)
-    text = stdin
-    if files:
-        t = read_path(ctx, files[0])
-        if t is None:
-            return Out(
-                1, "", f"head: cannot open '{files[0]}' for reading: No such file or directory\n"
-            )
-        text = t
+    n, text = _input(argv, ctx, stdin)
+    if isinstance(text, Out):
+        return text
     return Out(0, "".join(line + "\n" for line in text.splitlines()[:n]))
 
 
