@@ -94,3 +94,13 @@ def test_nvidia_smi_formats_are_gb10(t) -> None:
     dmon = t.run("nvidia-smi dmon -s pu -c 2").stdout.splitlines()
     assert dmon[0].startswith("# gpu") and len(dmon) == 4
     assert dmon[2].split()[5] == "0"  # mem % is 0 on GB10 whatever the load
+
+
+def test_an_assignment_takes_its_substitution_whole(t) -> None:
+    """sh does not split the value of an assignment: `ids=$(docker ps -aq)` with two containers
+    (the sampler's restarts section) keeps both ids, and runs no command named after one."""
+    assert t.run('x=$(echo a b); echo "$x"').stdout == "a b\n"
+    t.run("docker run -d --name c1 img sleep infinity; docker run -d --name c2 img sleep infinity")
+    r = t.run(commands.SAMPLE["restarts"])
+    assert r.exit_code == 0 and r.stderr == "", r.stderr
+    assert r.stdout.split() == ["/c1", "0", "no", "/c2", "0", "no"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from spark_tui.sim import sh
@@ -110,6 +111,22 @@ def _expand(word: sh.Word, ctx: Ctx) -> list[str]:
     return fields
 
 
+def _is_assignment(word: sh.Word) -> bool:
+    first = word.segs[0] if word.segs else None
+    return (
+        first is not None
+        and first.kind == "lit"
+        and not first.quoted
+        and re.match(r"[A-Za-z_][A-Za-z0-9_]*=", first.value) is not None
+    )
+
+
+def _expand_whole(word: sh.Word, ctx: Ctx) -> str:
+    """A word expanded as one field, as if quoted (no field splitting, no globs)."""
+    quoted = sh.Word([replace(seg, quoted=True) for seg in word.segs])
+    return "".join(_expand(quoted, ctx))
+
+
 def _all_paths(ctx: Ctx) -> list[str]:
     paths = list(ctx.container.files if ctx.container is not None else ctx.node.files)
     for i in ctx.node.interfaces():
@@ -148,12 +165,15 @@ def _run_pipeline(p: sh.Pipeline, ctx: Ctx, stdin: str, background: bool) -> Out
 
 def _run_command(cmd: sh.Command, ctx: Ctx, stdin: str, tee_target: str | None) -> Out:
     words: list[str] = []
+    leading = True
     for w in cmd.words:
-        words += _expand(w, ctx)
+        # a leading NAME=value is an assignment: its value is not split into fields (sh)
+        leading = leading and _is_assignment(w)
+        words += [_expand_whole(w, ctx)] if leading else _expand(w, ctx)
     redirs = [(r.fd, r.op, " ".join(_expand(r.target, ctx))) for r in cmd.redirs]
     # leading assignments
     assigns: dict[str, str] = {}
-    while words and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", words[0]):
+    while words and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", words[0], re.DOTALL):
         k, v = words.pop(0).split("=", 1)
         assigns[k] = v
     if not words:
