@@ -225,3 +225,18 @@ def test_healthy_launch_serves_over_real_http_at_the_seed_rate() -> None:
         # the simulated curl reaches the same server from the head node
         out = c.transports["spark1"].run("curl -s http://127.0.0.1:30000/v1/models").stdout
         assert "minimax-m2.7-ac" in out
+
+
+def test_readings_ahead_of_the_clock_follow_the_wedge() -> None:
+    """`nvidia-smi dmon -c 2` half a second before the serving-stall wedge: its second line
+    (half a second after) reads the wedged engine (~22 W), the first the serving one (~45 W)."""
+    from spark_tui.sim import SteppedClock
+
+    with build_sim_cluster("serving-stall", clock=SteppedClock()) as c:
+        launch(c)
+        engine = c.world.engines[-1]
+        wedge_at = engine.serving_from + 300.0
+        c.clock.advance(wedge_at - 0.5 - c.clock.now())
+        lines = c.transports["spark1"].run("nvidia-smi dmon -s pu -c 2").stdout.splitlines()
+        power = [int(line.split()[1]) for line in lines[2:]]
+        assert power[0] >= 45 and power[1] <= 25, power
