@@ -3,13 +3,8 @@ printf, true/false, sleep, env, nohup, timeout."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from spark_tui.sim.shell.context import Command, Ctx, Out
 from spark_tui.sim.shell.interpreter import ShellExit, dispatch, run_script
-
-if TYPE_CHECKING:
-    pass
 
 
 def _exit(argv: list[str], ctx: Ctx, stdin: str) -> Out:

@@ -6,13 +6,9 @@ from __future__ import annotations
 import contextlib
 import urllib.error
 import urllib.request
-from typing import TYPE_CHECKING
 
 from spark_tui.sim.shell.context import Command, Ctx, Out
 from spark_tui.sim.shell.network import find_node
-
-if TYPE_CHECKING:
-    pass
 
 
 def _curl(argv: list[str], ctx: Ctx, stdin: str) -> Out:

@@ -4,8 +4,6 @@ entrypoint scripts, pkill."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from spark_tui.sim.engine import Engine
 from spark_tui.sim.ray import ray_start, ray_status, ray_stop
 from spark_tui.sim.serve_spec import parse_serve
@@ -13,9 +11,6 @@ from spark_tui.sim.shell.context import CONTAINER, Command, Ctx, Out
 from spark_tui.sim.shell.files import write_path
 from spark_tui.sim.shell.interpreter import not_found
 from spark_tui.sim.timedlog import TimedLog
-
-if TYPE_CHECKING:
-    pass
 
 
 def _ray(argv: list[str], ctx: Ctx, stdin: str) -> Out:

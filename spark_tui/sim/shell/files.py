@@ -4,13 +4,8 @@ mv, rm, sync, find)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from spark_tui.sim.shell.context import CONTAINER, Command, Ctx, Out
 from spark_tui.sim.timedlog import TimedLog
-
-if TYPE_CHECKING:
-    pass
 
 ROOT_ONLY_PREFIXES = ("/proc/sys/", "/etc/", "/sys/", "/usr/", "/boot/")
 

@@ -3,13 +3,8 @@ log (dmesg, journalctl) and reboot."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from spark_tui.sim import gpu
 from spark_tui.sim.shell.context import HOST, Command, Ctx, Out
-
-if TYPE_CHECKING:
-    pass
 
 
 def _hostname(argv: list[str], ctx: Ctx, stdin: str) -> Out:

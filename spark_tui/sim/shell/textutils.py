@@ -3,13 +3,9 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 from spark_tui.sim.shell.context import Command, Ctx, Out
 from spark_tui.sim.shell.files import read_path, write_path
-
-if TYPE_CHECKING:
-    pass
 
 
 def _grep(argv: list[str], ctx: Ctx, stdin: str) -> Out:
