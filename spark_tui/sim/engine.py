@@ -1,10 +1,12 @@
 """A serving engine (vLLM or SGLang) whose fate follows its launch command and the nodes.
 
-At start the engine lays out its timeline from the command line, its environment,
-the Ray cluster and each node's memory: log lines scheduled at simulated times,
-the phase at each moment, the memory it holds on every node. Requests (over real
-HTTP, see spark_tui.sim.http) and kills change what follows. Every line it prints
-is real engine output from spark_tui/sim/logtext/.
+At start the engine lays out its timeline (vllm_timeline.py, sglang_timeline.py, the
+shared weight load in weight_load.py) from the command line, its environment, the Ray
+cluster, each node's memory and the scenario's faults: log lines scheduled at simulated
+times, the phase at each moment, the memory it holds on every node. Requests (over real
+HTTP, see spark_tui.sim.openai_server), a client's steady load (client_load.py) and kills
+change what follows. Every line it prints is real engine output from
+spark_tui/sim/logtext/.
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ class Member:
 
 @dataclass
 class Engine:
+    """One launched engine across its member nodes: its timeline, state and readings."""
+
     world: SimWorld
     spec: ServeSpec
     node: SimNode  # where the driver / rank 0 runs
