@@ -224,8 +224,11 @@ def _fired(walls, facts) -> set[str]:
 def test_ray_only_check_walls_do_not_fire_on_mp():
     kb = {w.id: w for w in load_knowledge()}
     ray_only = [kb["ray-object-store-oversized"], kb["ray-prestart-race"]]
-    r = load_recipes(use_user=False, use_revisions=False).get("minimax-m2.7-nvfp4-vllm-tp2")
-    # the seed itself (Ray, no object-store cap, no prestart setting) raises both ...
+    from spark_tui.recipes.revisions import apply_patch
+
+    seed = load_recipes(use_user=False, use_revisions=False).get("minimax-m2.7-nvfp4-vllm-tp2")
+    # the seed without its launcher's object-store cap, and no prestart setting, raises both ...
+    r = apply_patch(seed, target="ray", unset_args=["--object-store-memory"])
     assert _fired(ray_only, r.facts()) == {"ray-object-store-oversized", "ray-prestart-race"}
     mp = r.with_profile("no-ray")
     assert mp.facts()["recipe.executor"] == "mp"

@@ -76,7 +76,13 @@ def test_recipe_facts_feed_the_check_walls() -> None:
     nv = book.get("minimax-m2.7-nvfp4-vllm-tp2").facts()
     assert all(is_known_fact(k) for k in mx)
     oversized = parse_condition("recipe.ray.args.--object-store-memory is unset")
-    assert not oversized.holds(mx) and oversized.holds(nv)
+    assert not oversized.holds(mx) and not oversized.holds(nv)  # both cap it (seed 001; launcher)
+    from spark_tui.recipes.revisions import apply_patch
+
+    uncapped = apply_patch(
+        book.get("minimax-m2.7-nvfp4-vllm-tp2"), target="ray", unset_args=["--object-store-memory"]
+    )
+    assert oversized.holds(uncapped.facts())
     prestart = parse_condition("recipe.env.RAY_prestart_worker_first_driver != 0")
     assert not prestart.holds(mx)
     assert parse_condition("recipe.ray.env.RAY_prestart_worker_first_driver == '0'").holds(mx)

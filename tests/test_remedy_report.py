@@ -18,13 +18,13 @@ from tests.test_remedy_fixes import CLUSTER, RUN_FIX, _cluster_file, _user_wall
 
 CHECK_WALL = """\
 id: test-object-store
-title: ray start without --object-store-memory
+title: ray start without --num-cpus (a user's own check wall)
 severity: warning
 kind: check
 engines: [ray]
 summary: Ray reserves ~30 % of unified memory. Cap it.
 signatures:
-  - when: ["recipe.ray.args.--object-store-memory is unset"]
+  - when: ["recipe.ray.args.--num-cpus is unset"]
     scope: recipe
 references: [seeds/002_17709da065758170.txt]
 fixes:
@@ -77,7 +77,7 @@ def test_report_has_nodes_recipe_revisions_diagnoses_and_journal(
     assert "**revision 1**" in md and "+    --gpu-memory-utilization: 0.78" in md
     assert "### fp4-marlin-fallback-notice (info)" in md and f"`{log}:2`" in md
     assert "### test-object-store (warning)" in md
-    assert "recipe.ray.args.--object-store-memory is unset" in md
+    assert "recipe.ray.args.--num-cpus is unset" in md
     assert "| spark2 | run |" in md
     assert "sudo: a password is required" in md  # the failed command's output
     assert md.count("```") % 2 == 0

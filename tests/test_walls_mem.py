@@ -257,9 +257,10 @@ def test_drm_override_fix_moves_the_file_aside_then_reboots() -> None:
     assert move.type == "move-aside"
     assert move.params["path"] == "/etc/modprobe.d/zz-nvidia-drm-override.conf"
     assert reboot.type == "reboot"
-    after = {"files.drm_override": False, "gpu.cuda_total_gib": 119.7}
+    # GB10's nvidia-smi prints [N/A] for memory: the verify must hold without gpu.cuda_total_gib
+    after = {"files.drm_override": False}
     assert all(c.holds(after) for c in fix.verify)
-    assert not all(c.holds({**after, "gpu.cuda_total_gib": 62.0}) for c in fix.verify)
+    assert not all(c.holds({"files.drm_override": True}) for c in fix.verify)
 
 
 def test_instanttensor_fix_loads_with_safetensors() -> None:
@@ -308,7 +309,8 @@ def test_node_memory_asymmetry_rules() -> None:
 def test_page_cache_hog_rules() -> None:
     hog = {"memory.cached_gib": 29.0, "serving.phase": "stopped"}
     assert any_rule_fires("page-cache-hog", hog)
-    assert any_rule_fires("page-cache-hog", {**hog, "serving.phase": "starting"})
+    # a launch in progress fills the cache legitimately (the weights being read)
+    assert not any_rule_fires("page-cache-hog", {**hog, "serving.phase": "starting"})
     # While serving or loading, a big cache is the model being read: not this wall.
     assert not any_rule_fires("page-cache-hog", {**hog, "serving.phase": "serving"})
     assert not any_rule_fires("page-cache-hog", {**hog, "serving.phase": "loading"})
