@@ -118,6 +118,9 @@ def build_sim_cluster(
             "recipe_sets": list(s.sets),
         },
     )
+    models = _model_checkpoints()
+    for n in world.nodes.values():
+        n.models.update(models)
     transports = {name: SimTransport(world, n) for name, n in world.nodes.items()}
     return SimCluster(config, transports, clock, world, s, dict(world.nodes))
 
@@ -157,3 +160,23 @@ def _add_container(node: SimNode, name: str, spec: dict[str, Any]) -> None:
         # the crashed run's last lines, before the policy restarted it
         c.log.add_many(now - 40, logs.render("vllm", str(spec["log"])), 1.0)
     node.containers[name] = c
+
+
+def _model_checkpoints() -> dict[str, int]:
+    """Host directory -> size of every built-in recipe's checkpoint: on the seeds' Sparks
+    the models were on disk before the stories begin (seed 000: "the model was already
+    on our Sparks")."""
+    from spark_tui.nodes.doctor import recipe_model_paths
+    from spark_tui.recipes.loader import load_recipes
+
+    out: dict[str, int] = {}
+    for r in load_recipes(use_user=False, use_revisions=False):
+        size = r.model.checkpoint_bytes
+        if not size:
+            continue
+        for path in recipe_model_paths(r.model.path or r.model.id, r.volumes):
+            path = path.rstrip("/")
+            out[path] = int(size)
+            if path.startswith("~/"):  # over ssh the doctor asks relative to the login dir
+                out[path[2:]] = out["/root/" + path[2:]] = int(size)
+    return out

@@ -91,6 +91,8 @@ class SimNode:
     reachable: bool = True  # scenario knob: a node off the network
     # real host directories visible read-only at the same path (a bind mount; tests use it)
     mounts: list[str] = field(default_factory=list)
+    # model checkpoints on the node's disk: host directory -> bytes (`du -sbL` answers them)
+    models: dict[str, int] = field(default_factory=dict)
     next_pid: int = 4000
 
     def __post_init__(self) -> None:

@@ -200,8 +200,23 @@ def _find(argv: list[str], ctx: Ctx, stdin: str) -> Out:
     return Out(0, out)
 
 
+def _du(argv: list[str], ctx: Ctx, stdin: str) -> Out:
+    """`du -sbL -- PATH`: the size of a model checkpoint the node holds (the seeds' models
+    sit on every node's disk before the story starts)."""
+    paths = [a for a in argv[1:] if not a.startswith("-")]
+    out, missing = [], []
+    for path in paths:
+        size = ctx.node.models.get(path.rstrip("/"))
+        if size is None:
+            missing.append(f"du: cannot access '{path}': No such file or directory\n")
+        else:
+            out.append(f"{size}\t{path}\n")
+    return Out(1 if missing else 0, "".join(out), "".join(missing))
+
+
 COMMANDS = {
     "cat": Command(_cat),
+    "du": Command(_du),
     "ls": Command(_ls),
     "test": Command(_test),
     "[": Command(_test),
