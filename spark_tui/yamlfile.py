@@ -5,12 +5,13 @@ Used by every loader (knowledge base, recipes, cluster config).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import yaml
 
-from spark_tui.errors import InputError
+from spark_tui.errors import InputError, InputErrors
 
 
 class LDict(dict):
@@ -102,3 +103,45 @@ def line_of(container: Any, key: str | int) -> int | None:
     if isinstance(container, LList) and isinstance(key, int):
         return container.line_of(key)
     return getattr(container, "line", None)
+
+
+class _Identified(Protocol):
+    id: str
+    source: str
+
+
+T = TypeVar("T", bound=_Identified)
+
+
+def load_id_dir(directory: Path, parse: Callable[[Any, str], T], kind: str) -> dict[str, T]:
+    """Every *.yaml / *.yml in a directory, each one item named after its id: all the
+    errors at once (file:line), or nothing — a bad file never leaves a half-loaded set."""
+    if not directory.is_dir():
+        raise InputError("not a directory", str(directory))
+    items: dict[str, T] = {}
+    errors: list[InputError] = []
+    for path in sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml")):
+        try:
+            item = parse(load_yaml(path), str(path))
+        except InputErrors as exc:
+            errors.extend(exc.errors)
+            continue
+        except InputError as exc:
+            errors.append(exc)
+            continue
+        if item.id in items:
+            also = items[item.id].source
+            errors.append(
+                InputError(f"duplicate {kind} id {item.id!r} (also in {also})", str(path), 1)
+            )
+        elif path.stem != item.id:
+            errors.append(
+                InputError(
+                    f"the {kind} {item.id!r} must be in {item.id}{path.suffix}", str(path), 1
+                )
+            )
+        else:
+            items[item.id] = item
+    if errors:
+        raise InputErrors(errors)
+    return items

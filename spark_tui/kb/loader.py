@@ -29,7 +29,7 @@ from spark_tui.kb.schema import (
     ReadingRule,
     Wall,
 )
-from spark_tui.yamlfile import LDict, LList, line_of, load_yaml
+from spark_tui.yamlfile import LDict, LList, line_of, load_id_dir
 
 _ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9.]+)*$")
 WALL_FIELDS = {
@@ -402,39 +402,7 @@ class KnowledgeBase:
 
 def load_dir(directory: Path) -> dict[str, Wall]:
     """Load every *.yaml in one directory; all errors at once, or nothing."""
-    if not directory.is_dir():
-        raise InputError("not a directory", str(directory))
-    walls: dict[str, Wall] = {}
-    errors: list[InputError] = []
-    for path in sorted(directory.glob("*.y*ml")):
-        if path.suffix not in (".yaml", ".yml"):
-            continue
-        try:
-            wall = parse_wall(load_yaml(path), str(path))
-        except InputErrors as exc:
-            errors.extend(exc.errors)
-            continue
-        except InputError as exc:
-            errors.append(exc)
-            continue
-        if wall.id in walls:
-            errors.append(
-                InputError(
-                    f"duplicate wall id {wall.id!r} (also in {walls[wall.id].source})", str(path), 1
-                )
-            )
-            continue
-        if path.stem != wall.id:
-            errors.append(
-                InputError(
-                    f"the file of wall {wall.id!r} must be named {wall.id}.yaml", str(path), 1
-                )
-            )
-            continue
-        walls[wall.id] = wall
-    if errors:
-        raise InputErrors(errors)
-    return walls
+    return load_id_dir(directory, parse_wall, "wall")
 
 
 def load_knowledge(

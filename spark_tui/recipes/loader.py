@@ -29,7 +29,7 @@ from spark_tui.recipes.model import (
     SmokeSpec,
     Workaround,
 )
-from spark_tui.yamlfile import line_of, load_yaml, parse_yaml
+from spark_tui.yamlfile import line_of, load_id_dir, parse_yaml
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9.\-]*[a-z0-9]$")
 _WALL_ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
@@ -440,37 +440,7 @@ def parse_recipe_text(text: str, file: str) -> Recipe:
 
 def load_dir(directory: Path) -> dict[str, Recipe]:
     """Every *.yaml in one directory; all errors at once, or nothing."""
-    if not directory.is_dir():
-        raise InputError("not a directory", str(directory))
-    recipes: dict[str, Recipe] = {}
-    errors: list[InputError] = []
-    for path in sorted(directory.glob("*.yaml")) + sorted(directory.glob("*.yml")):
-        try:
-            recipe = parse_recipe(load_yaml(path), str(path))
-        except InputErrors as exc:
-            errors.extend(exc.errors)
-            continue
-        except InputError as exc:
-            errors.append(exc)
-            continue
-        if recipe.id in recipes:
-            errors.append(
-                InputError(
-                    f"duplicate recipe id {recipe.id!r} (also in {recipes[recipe.id].source})",
-                    str(path),
-                    1,
-                )
-            )
-            continue
-        if path.stem != recipe.id:
-            errors.append(
-                InputError(f"the recipe {recipe.id!r} must be in {recipe.id}.yaml", str(path), 1)
-            )
-            continue
-        recipes[recipe.id] = recipe
-    if errors:
-        raise InputErrors(errors)
-    return recipes
+    return load_id_dir(directory, parse_recipe, "recipe")
 
 
 @dataclass(frozen=True)
