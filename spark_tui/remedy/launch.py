@@ -152,18 +152,9 @@ class LaunchRunner:
 
     def _run(self, step: LaunchStep, command: str, timeout: float, log: bool) -> CommandResult:
         result = self._transport(step.node).run(command, timeout=timeout)
-        if log and self.journal is not None:
-            self.journal.append(
-                event="command",
-                run=self.run_id,
-                fix=self.context,
-                node=step.node,
-                action=step.id,
-                command=command,
-                exit_code=result.exit_code if not result.timed_out else None,
-                timed_out=result.timed_out,
-                output_tail=result.tail(),
-            )
+        if log:
+            code = result.exit_code if not result.timed_out else None
+            self._journal(step, command, code, result.tail(), timed_out=result.timed_out)
         return result
 
     def run_step(self, step: LaunchStep) -> StepResult:
@@ -186,17 +177,7 @@ class LaunchRunner:
                 out = StepResult(step, False, f"unknown step kind {step.kind!r}")
         except NodeUnreachable as exc:
             out = StepResult(step, False, f"unreachable: {exc.reason}")
-            if self.journal is not None:
-                self.journal.append(
-                    event="command",
-                    run=self.run_id,
-                    fix=self.context,
-                    node=step.node,
-                    action=step.id,
-                    command=step.command,
-                    exit_code=None,
-                    output_tail=f"unreachable: {exc.reason}",
-                )
+            self._journal(step, step.command, None, f"unreachable: {exc.reason}")
         status = "ok" if out.ok else "failed"
         self.emit(ActionProgress(step.id, step.node, step.command, status, out.detail))
         return out
@@ -250,6 +231,12 @@ class LaunchRunner:
             self.clock.sleep(min(step.interval_s, max(left, 0.0)))
 
     def _journal_wait(self, step: LaunchStep, ok: bool, detail: str, polls: int) -> None:
+        self._journal(step, step.command, 0 if ok else 1, f"{detail} ({polls} polls)")
+
+    def _journal(
+        self, step: LaunchStep, command: str, exit_code: int | None, tail: str, **extra: object
+    ) -> None:
+        """One journal entry for a step (nothing when the runner has no journal)."""
         if self.journal is not None:
             self.journal.append(
                 event="command",
@@ -257,9 +244,10 @@ class LaunchRunner:
                 fix=self.context,
                 node=step.node,
                 action=step.id,
-                command=step.command,
-                exit_code=0 if ok else 1,
-                output_tail=f"{detail} ({polls} polls)",
+                command=command,
+                exit_code=exit_code,
+                output_tail=tail,
+                **extra,
             )
 
     def _smoke(self, step: LaunchStep) -> StepResult:
