@@ -490,6 +490,8 @@ class ClusterMonitor:
                     self._serving[node].feed(line, now)
                 for hit in self._match.feed_line(key, line):
                     marks.append((i, hit.wall.id, hit.wall.severity))
+                    if serving and hit.wall.severity == "error":
+                        self._serving[node].mark_crashed()
                     diag, new = self._book.add(
                         hit.wall,
                         key,

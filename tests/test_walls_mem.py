@@ -311,6 +311,7 @@ def test_page_cache_hog_rules() -> None:
     assert any_rule_fires("page-cache-hog", hog)
     # a launch in progress fills the cache legitimately (the weights being read)
     assert not any_rule_fires("page-cache-hog", {**hog, "serving.phase": "starting"})
+    assert any_rule_fires("page-cache-hog", {**hog, "serving.phase": "crashed"})
     # While serving or loading, a big cache is the model being read: not this wall.
     assert not any_rule_fires("page-cache-hog", {**hog, "serving.phase": "serving"})
     assert not any_rule_fires("page-cache-hog", {**hog, "serving.phase": "loading"})

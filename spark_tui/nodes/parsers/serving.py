@@ -46,6 +46,10 @@ class ServingTracker:
     def _set(self, **changes: object) -> None:
         self.state = dataclasses.replace(self.state, **changes)
 
+    def mark_crashed(self) -> None:
+        """The knowledge base recognised an error wall in this log: the engine stopped."""
+        self._set(phase="crashed")
+
     def feed(self, line: str, now: float) -> ServingState:
         """Update from one log line seen at clock time `now`."""
         s = self.state
