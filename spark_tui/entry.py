@@ -65,7 +65,9 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(result, OpenTui):
             from spark_tui.tui.launch import run_tui
 
-            return run_tui(config=result.config, read_only=result.read_only, scenario=result.scenario)
+            return run_tui(
+                config=result.config, read_only=result.read_only, scenario=result.scenario
+            )
         return int(result or 0)
     except SparkTuiError as exc:
         print(f"spark-tui: {exc}", file=sys.stderr)

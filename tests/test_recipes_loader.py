@@ -56,7 +56,10 @@ def test_the_six_recipes_load() -> None:
     assert broken["minimax-m2.7-fp8-sglang-tp2"].blocked_by == ("deepgemm-unsupported-arch",)
     assert broken["minimax-m2.7-fp8-sglang-tp2"].instead == "minimax-m2.7-nvfp4-vllm-tp2"
     ds = broken["deepseek-v4-flash-sglang-tp2"]
-    assert ds.blocked_by == ("flashmla-unsupported-arch",) and ds.instead == "minimax-m2.7-nvfp4-vllm-tp2"
+    assert (
+        ds.blocked_by == ("flashmla-unsupported-arch",)
+        and ds.instead == "minimax-m2.7-nvfp4-vllm-tp2"
+    )
     assert "a different model" in ds.instead_note
     assert "vLLM" in ds.instead_note and len(ds.workarounds) == 6
     assert {f"--{f}" for f in ("nnodes", "dist-init-addr")} <= set(ds.serve.node_args)
