@@ -413,6 +413,25 @@ def _fail(result: FixResult, node: str | None, message: str, emit: Emit, step: s
     return False
 
 
+def _commit_recipe(
+    action: PlannedAction, note: str, store: RevisionStore, journal: Journal, result: FixResult
+):
+    """Make the action's recipe change a new revision (with its diff) and journal it."""
+    assert action.recipe_before is not None and action.recipe_after is not None
+    rev = store.commit(action.recipe_before, action.recipe_after, note)
+    result.recipe = store.current(action.recipe_after.id)
+    _journal_cmd(
+        journal,
+        result,
+        None,
+        action.type,
+        f"recipe {rev.recipe_id} revision {rev.number}",
+        0,
+        rev.diff[-2000:],
+    )
+    return rev
+
+
 def _run_action(
     action: PlannedAction,
     plan: FixPlan,
@@ -425,18 +444,7 @@ def _run_action(
 ) -> bool:
     kind = action.type
     if kind == "patch-recipe":
-        assert action.recipe_before is not None and action.recipe_after is not None
-        rev = store.commit(action.recipe_before, action.recipe_after, f"fix {plan.fix.id}")
-        result.recipe = store.current(action.recipe_after.id)
-        _journal_cmd(
-            journal,
-            result,
-            None,
-            kind,
-            f"recipe {rev.recipe_id} revision {rev.number}",
-            0,
-            rev.diff[-2000:],
-        )
+        rev = _commit_recipe(action, f"fix {plan.fix.id}", store, journal, result)
         emit(
             ActionProgress(
                 kind, None, None, "ok", f"recipe {rev.recipe_id} is now revision {rev.number}"
@@ -451,20 +459,7 @@ def _run_action(
         emit(ActionProgress(kind, None, None, "ok", f"recipe is now {action.switch_to}"))
         return True
     if kind == "restart-ray":
-        assert action.recipe_before is not None and action.recipe_after is not None
-        rev = store.commit(
-            action.recipe_before, action.recipe_after, f"fix {plan.fix.id}: restart Ray"
-        )
-        result.recipe = store.current(action.recipe_after.id)
-        _journal_cmd(
-            journal,
-            result,
-            None,
-            kind,
-            f"recipe {rev.recipe_id} revision {rev.number}",
-            0,
-            rev.diff[-2000:],
-        )
+        _commit_recipe(action, f"fix {plan.fix.id}: restart Ray", store, journal, result)
     if action.launch is not None:
         runner = LaunchRunner(transports, clock, emit, journal, result.run_id, context=plan.fix.id)
         launched = runner.run_steps(action.launch.steps)
