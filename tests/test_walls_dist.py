@@ -14,9 +14,9 @@ import pytest
 from spark_tui.kb.conditions import HoldTracker
 from spark_tui.kb.loader import load_knowledge
 from spark_tui.kb.matcher import Matcher
-from spark_tui.kb.schema import Fix, ReadingRule, Wall
+from spark_tui.kb.schema import ReadingRule, Wall
 from spark_tui.recipes.model import ModelSpec, Recipe, ServeSpec
-from spark_tui.recipes.revisions import apply_patch
+from tests.wall_helpers import apply_fix
 
 from .conftest import TESTS
 
@@ -524,13 +524,6 @@ def bringup_recipe() -> Recipe:
         ),
         docker_args={"--rm": True, "--network": "host"},
     )
-
-
-def apply_fix(recipe: Recipe, fix: Fix) -> Recipe:
-    for action in fix.actions:
-        if action.type == "patch-recipe":
-            recipe = apply_patch(recipe, **action.params)
-    return recipe
 
 
 def recipe_fixes() -> list[tuple[str, str]]:

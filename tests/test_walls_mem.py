@@ -11,10 +11,10 @@ import pytest
 
 from spark_tui.kb.loader import load_knowledge
 from spark_tui.kb.matcher import Matcher
-from spark_tui.kb.schema import Fix, ReadingRule, Wall
+from spark_tui.kb.schema import ReadingRule, Wall
 from spark_tui.recipes.model import ModelSpec, Recipe, ServeSpec
-from spark_tui.recipes.revisions import apply_patch
 from spark_tui.remedy.render import preview_lines
+from tests.wall_helpers import apply_fix
 
 KB = load_knowledge(use_user=False)
 MATCHER = Matcher(KB)
@@ -453,13 +453,6 @@ def greedy_recipe(engine: str = "vllm") -> Recipe:
             env={},
         ),
     )
-
-
-def apply_fix(recipe: Recipe, fix: Fix) -> Recipe:
-    for action in fix.actions:
-        if action.type == "patch-recipe":
-            recipe = apply_patch(recipe, **action.params)
-    return recipe
 
 
 def recipe_fixes() -> list[tuple[str, str]]:

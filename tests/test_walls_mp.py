@@ -7,7 +7,7 @@ import pytest
 
 from spark_tui.kb.loader import load_knowledge
 from spark_tui.recipes.loader import load_recipes
-from spark_tui.recipes.revisions import apply_patch
+from tests.wall_helpers import apply_fix
 
 KB = load_knowledge(use_user=False)
 RECIPE = "minimax-m2.7-mxfp4-vllm-tp2"
@@ -35,9 +35,6 @@ def test_semlock_fix_fits_the_executor(profile: str | None, cause: str, first_fi
 @pytest.mark.parametrize("profile", [None, "no-ray"])
 def test_gloo_fix_verifies_on_both_executors(profile: str | None) -> None:
     fix = KB.get("gloo-interface").fix("set-gloo-socket-ifname")
-    r = recipe(profile)
-    for action in fix.actions:
-        if action.type == "patch-recipe":
-            r = apply_patch(r, **action.params)
+    r = apply_fix(recipe(profile), fix)
     failed = [str(c) for c in fix.verify if not c.holds(r.facts())]
     assert failed == []
