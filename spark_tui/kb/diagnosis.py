@@ -3,8 +3,30 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from spark_tui.kb.schema import SEVERITY_RANK, Wall
+from spark_tui.kb.conditions import Condition
+from spark_tui.kb.schema import (
+    CONFIDENCE_RANK,
+    CONFIRMED,
+    FROM_LOG,
+    SEVERITY_RANK,
+    Wall,
+    severity_for,
+)
+
+if TYPE_CHECKING:
+    from spark_tui.kb.matcher import Hit
+
+
+def confirming_conditions(
+    wall: Wall, confirm: tuple[Condition, ...] = ()
+) -> list[tuple[Condition, ...]]:
+    """The sets of readings that confirm a log diagnosis of this wall: the
+    signature's own `confirm`, else each of the wall's node or cluster rules."""
+    if confirm:
+        return [confirm]
+    return [r.when for r in wall.rules if r.scope in ("node", "cluster")]
 
 
 @dataclass
@@ -23,10 +45,28 @@ class Diagnosis:
     last_seen: float = 0.0
     evidence_lines: list[tuple[int, str]] = field(default_factory=list)
     fix_ids: tuple[str, ...] = ()
+    confidence: str = FROM_LOG  # confirmed (by readings) | from-log | suspected
+    confirm: list[tuple[Condition, ...]] = field(default_factory=list)  # what would confirm it
 
     @property
     def severity(self) -> str:
-        return self.wall.severity
+        """The wall's severity; one step lower while the diagnosis is only suspected."""
+        return severity_for(self.wall.severity, self.confidence)
+
+    def confirm_with(self) -> list[str]:
+        """The readings that would confirm it (empty once confirmed)."""
+        if self.confidence == CONFIRMED:
+            return []
+        return [" and ".join(str(c) for c in conds) for conds in self.confirm]
+
+    def check_confirmed(self, facts: dict[str, object] | None) -> bool:
+        """Confirm it when readings agree; True if that changed it."""
+        if self.confidence == CONFIRMED or not facts:
+            return False
+        if any(all(c.holds(facts) for c in conds) for conds in self.confirm):
+            self.confidence = CONFIRMED
+            return True
+        return False
 
     @property
     def target_node(self) -> str | None:
@@ -42,7 +82,9 @@ class Diagnosis:
         return {
             "wall": self.wall.id,
             "title": self.wall.title,
-            "severity": self.wall.severity,
+            "severity": self.severity,
+            "confidence": self.confidence,
+            "confirm_with": self.confirm_with(),
             "file": self.source,
             "line": self.line,
             "count": self.count,
@@ -72,12 +114,19 @@ class DiagnosisBook:
         now: float = 0.0,
         facts: dict[str, object] | None = None,
         facts_by_node: dict[str, dict[str, object]] | None = None,
+        confidence: str = FROM_LOG,
+        confirm: tuple[Condition, ...] = (),
+        lines: tuple[tuple[int, str], ...] = (),
     ) -> tuple[Diagnosis, bool]:
         """Record one piece of evidence; returns the diagnosis and whether it is new.
 
         Several hits on the same line (a long line matched in pieces) count once.
+        `confidence` is what the evidence says alone; readings in `facts` (or the
+        node's in `facts_by_node`) that meet `confirm` (else one of the wall's
+        rules) confirm it. `lines` are the evidence's lines when it spans several.
         """
         key = (wall.id, source)
+        own_facts = (facts_by_node or {}).get(node or "") if facts_by_node else facts
         self._source_order.setdefault(source, len(self._source_order))
         diag = self._by_key.get(key)
         if diag is None:
@@ -98,19 +147,62 @@ class DiagnosisBook:
                 cause=cause.id if cause else None,
                 cause_node=cause_node if cause else None,
                 fix_ids=tuple(f.id for f in wall.fixes_for_cause(cause)) if informed else (),
+                confidence=confidence,
+                confirm=[] if confidence == CONFIRMED else confirming_conditions(wall, confirm),
             )
-            diag.evidence_lines.append((line, evidence))
+            diag.check_confirmed(own_facts)
+            diag.evidence_lines.extend(lines or ((line, evidence),))
             self._by_key[key] = diag
             self._last_line[key] = line
             return diag, True
+        if CONFIDENCE_RANK[confidence] < CONFIDENCE_RANK[diag.confidence]:
+            diag.confidence = confidence  # better evidence for the same wall
+            if confidence == FROM_LOG and confirm:
+                diag.confirm = confirming_conditions(wall, confirm)
+        diag.check_confirmed(own_facts)
         if line and self._last_line.get(key) == line:
             return diag, False
         self._last_line[key] = line
         diag.count += 1
         diag.last_seen = now
-        if len(diag.evidence_lines) < self.MAX_EVIDENCE_LINES:
-            diag.evidence_lines.append((line, evidence))
+        for entry in lines or ((line, evidence),):
+            if len(diag.evidence_lines) < self.MAX_EVIDENCE_LINES:
+                diag.evidence_lines.append(entry)
         return diag, False
+
+    def add_hit(
+        self,
+        hit: Hit,
+        *,
+        node: str | None = None,
+        now: float = 0.0,
+        facts_by_node: dict[str, dict[str, object]] | None = None,
+        source: str | None = None,
+    ) -> tuple[Diagnosis, bool]:
+        """Record a matcher hit, with its confidence and its evidence lines."""
+        sig = hit.signature
+        return self.add(
+            hit.wall,
+            source or hit.source,
+            hit.line_no,
+            hit.evidence,
+            node=node,
+            now=now,
+            facts_by_node=facts_by_node,
+            confidence=hit.confidence,
+            confirm=sig.confirm if sig else (),
+            lines=hit.lines,
+        )
+
+    def confirm_with(self, facts_by_node: dict[str, dict[str, object]]) -> list[Diagnosis]:
+        """Re-check the diagnoses not yet confirmed against fresh readings of their
+        node; returns those the readings now confirm."""
+        out = []
+        for d in self._by_key.values():
+            facts = facts_by_node.get(d.node or "")
+            if d.confidence != CONFIRMED and facts and d.check_confirmed(facts):
+                out.append(d)
+        return out
 
     def by_first_line(self) -> list[Diagnosis]:
         """In the order the sources were first seen, then by first line."""

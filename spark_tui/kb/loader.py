@@ -17,10 +17,12 @@ from spark_tui.kb.schema import (
     ACTION_FIELDS,
     ENGINES,
     EVIDENCE_ITEMS,
+    FROM_LOG,
     KINDS,
     PATCH_TARGETS,
     RISKS,
     SEVERITIES,
+    SUSPECTED,
     TARGETS,
     Action,
     Cause,
@@ -45,7 +47,7 @@ WALL_FIELDS = {
     "references": True,
     "explain": False,
 }
-LOG_SIG_FIELDS = {"log", "then", "within", "ignore_case"}
+LOG_SIG_FIELDS = {"log", "then", "within", "ignore_case", "after", "times", "confidence", "confirm"}
 RULE_FIELDS = {"when", "for", "scope"}
 CAUSE_FIELDS = {"id", "title", "when", "fixes"}
 FIX_FIELDS = {"id", "title", "risk", "root", "actions", "verify", "note"}
@@ -114,7 +116,7 @@ class _Collector:
         except re.error as exc:
             self.err(f"regex does not compile: {exc} in {pattern!r}", container, key)
             return ""
-        from spark_tui.kb.matcher import engine_rejects
+        from spark_tui.kb.engines import engine_rejects
 
         reason = engine_rejects(pattern)
         if reason:
@@ -165,13 +167,34 @@ def _signatures(
             flags = re.IGNORECASE if ignore_case else 0
             pattern = c.regex(sig.get("log"), sig, "log", flags)
             then = c.regex(sig["then"], sig, "then", flags) if "then" in sig else None
+            after = c.regex(sig["after"], sig, "after", flags) if "after" in sig else None
             within = sig.get("within", 30)
             if not isinstance(within, int) or isinstance(within, bool) or within < 1:
                 c.err(f"{where}: 'within' must be a positive number of lines", sig, "within")
                 within = 30
+            times = sig.get("times", 1)
+            if not isinstance(times, int) or isinstance(times, bool) or times < 1:
+                c.err(f"{where}: 'times' must be a positive number of lines", sig, "times")
+                times = 1
+            confidence = c.choice(sig, "confidence", (FROM_LOG, SUSPECTED), where, FROM_LOG)
+            confirm = (
+                c.conditions(sig["confirm"], sig, "confirm", f"{where} confirm")
+                if "confirm" in sig
+                else ()
+            )
             if pattern:
                 logs.append(
-                    LogSignature(pattern, then or None, within, ignore_case, line_of(raw, i) or 0)
+                    LogSignature(
+                        pattern,
+                        then or None,
+                        within,
+                        ignore_case,
+                        line_of(raw, i) or 0,
+                        after=after or None,
+                        times=times,
+                        confidence=confidence,
+                        confirm=confirm,
+                    )
                 )
         elif "when" in sig:
             c.fields(sig, RULE_FIELDS, where)

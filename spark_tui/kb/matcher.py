@@ -3,59 +3,67 @@
 Two ways in, one state:
   * `feed_line(source, line)` for live streams (node logs, one line at a time);
   * `feed_chunk(source, data)` for bulk reading (files, stdin), which hands whole
-    megabyte chunks to a multi-pattern engine that only finds *candidate lines*;
-    each candidate line is then confirmed with Python's `re` for the signatures
-    the engine named.
+    megabyte chunks to a candidate engine (spark_tui.kb.engines) that only finds
+    *candidate lines*; each candidate line is then confirmed with RE2 (linear
+    time: no signature can make a line slow) for the patterns the engine named.
 
-Engines, fastest first (bench/README.md has the figures): Hyperscan (the
-hyperscan wheels bundle Vectorscan: x86-64 and aarch64), RE2 (a combined
-alternation, everywhere), Python `re` (no extra dependency:
-each signature's required literal is looked for with `bytes.find`, which is
-~8x faster than one combined `re` alternation; signatures without a literal of
-3+ bytes share an alternation). All three give the same hits; tests run each.
+A signature is more than one regex (knowledge/SCHEMA.md): `then` must follow
+within `within` lines, `after` must have been seen before in the same source,
+`times` counts the lines it needs. The state for these lives per source.
 
-Input is bytes: invalid UTF-8, NUL bytes, CRLF, ANSI colour codes and lines of
-any length never raise and never lose the lines after them.
+Pastes (spark_tui.kb.paste): colour codes are removed, also when their ESC byte
+was lost; a signature whose words run over a line break that a paste made is
+matched on the lines joined, and its evidence keeps each line's own number.
+
+Input is bytes: invalid UTF-8, NUL bytes, CRLF, colour codes and lines of any
+length never raise and never lose the lines after them.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
-from spark_tui.kb.schema import LogSignature, Wall
+from spark_tui.kb import paste
+from spark_tui.kb.engines import (
+    ENGINES,
+    EnginePattern,
+    compile_confirm,
+    engine_rejects,
+    literal_pattern,
+    make_engine,
+    required_literals,
+)
+from spark_tui.kb.schema import FROM_LOG, LogSignature, Wall, severity_for
 
-try:  # the regex parser, for the literals a pattern requires
-    import re._constants as _sre  # type: ignore[import-not-found]
-    import re._parser as _sre_parse  # type: ignore[import-not-found]
-except ImportError:  # Python 3.10
-    import sre_constants as _sre  # type: ignore[no-redef]
-    import sre_parse as _sre_parse  # type: ignore[no-redef]
+__all__ = [
+    "CHUNK_BYTES",
+    "ENGINES",
+    "Hit",
+    "MatchStream",
+    "Matcher",
+    "engine_rejects",
+    "required_literals",
+    "scan_stream",
+    "strip_ansi",
+]
 
 CHUNK_BYTES = 4 << 20
 MAX_CARRY = 8 << 20  # a line longer than this is matched in pieces
 EVIDENCE_CHARS = 2000
+MAX_WRAP_LINE = 4096  # a longer line was not made by a paste's wrapping
 
-_ANSI = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
-_UNSUPPORTED = [
-    (re.compile(r"\(\?[=!<]"), "lookaround"),
-    (re.compile(r"\\[1-9]|\(\?P="), "backreference"),
-    (re.compile(r"(?<!\\)[$]"), "'$' anchor (lines may end in CR)"),
-]
+_ESC = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 
-
-def engine_rejects(pattern: str) -> str | None:
-    """Why a pattern cannot be used by every engine, or None when it can."""
-    for rx, reason in _UNSUPPORTED:
-        if rx.search(pattern):
-            return reason
-    return None
+# pattern roles
+HEAD, THEN, AFTER, FRAG = "log", "then", "after", "fragment"
 
 
 def strip_ansi(data: bytes) -> bytes:
-    return _ANSI.sub(b"", data) if b"\x1b" in data else data
+    """Bytes without ESC-led control sequences (a whole chunk at a time)."""
+    return _ESC.sub(b"", data) if b"\x1b" in data else data
 
 
 def to_text(line: bytes) -> str:
@@ -67,279 +75,57 @@ def to_text(line: bytes) -> str:
 
 @dataclass(frozen=True)
 class Hit:
-    """A wall recognised in one line of one source."""
+    """A wall recognised in the log of one source: at `line_no`, with the evidence
+    text; `lines` holds every line of it (number, text) when it spans several."""
 
     wall: Wall
     source: str
     line_no: int
     evidence: str
+    signature: LogSignature | None = None
+    lines: tuple[tuple[int, str], ...] = ()
+
+    @property
+    def confidence(self) -> str:
+        """'from-log', or 'suspected' when the signature is a symptom only."""
+        return self.signature.confidence if self.signature else FROM_LOG
+
+    @property
+    def severity(self) -> str:
+        return severity_for(self.wall.severity, self.confidence)
 
 
 @dataclass
-class _Pattern:
-    wall_index: int
-    sig: LogSignature
-    is_then: bool
-    rx: re.Pattern[bytes]
+class _Pattern(EnginePattern):
+    wall_index: int = 0
+    sig_index: int = 0
+    role: str = HEAD
+    rx: Any = None  # RE2, for confirmation (None for fragments)
+    owner: int = -1  # a fragment's pattern
 
 
-# ---------------------------------------------------------------- engines
-
-
-class _Engine:
-    """Finds the lines of a chunk that may match; yields (start, end, ids or None).
-
-    Only lines that start in data[lo:hi] count (the chunk is not copied to cut
-    off a partial first or last line); lo is 0 or just after a newline, and
-    data[hi - 1] is a newline unless hi == len(data). `^` matches at every
-    line start (multi-line mode), as it does when a line is fed alone."""
-
-    name = "?"
-
-    def candidates(
-        self, data: bytes, lo: int = 0, hi: int | None = None
-    ) -> Iterator[tuple[int, int, frozenset[int] | None]]:
-        raise NotImplementedError
-
-
-def _line_span(data: bytes, pos: int) -> tuple[int, int]:
-    start = data.rfind(b"\n", 0, pos) + 1
-    end = data.find(b"\n", pos)
-    return start, (len(data) if end < 0 else end)
-
-
-_LEADING_FLAGS = re.compile(r"^\(\?([aiLmsux]+)\)")
-
-
-class _AlternationEngine(_Engine):
-    """One combined pattern; after a match, skip to the next line."""
-
-    def __init__(self, patterns: list[_Pattern], compile_fn, name: str) -> None:
-        self.name = name
-        parts = []
-        for p in patterns:
-            src = p.rx.pattern.decode()
-            # a pattern's own leading "(?i)" must become a scoped group inside the
-            # alternation (Python's re refuses global flags after the start)
-            src = _LEADING_FLAGS.sub(lambda m: f"(?{m.group(1)}:", src, count=1) + (
-                ")" if _LEADING_FLAGS.match(src) else ""
-            )
-            parts.append(f"(?i:{src})" if p.sig.ignore_case else f"(?:{src})")
-        self._rx = compile_fn("(?m)" + "|".join(parts)) if parts else None
-
-    def candidates(self, data: bytes, lo: int = 0, hi: int | None = None):
-        if self._rx is None:
-            return
-        pos, n = lo, (len(data) if hi is None else hi)
-        search = self._rx.search
-        while pos < n:
-            m = search(data, pos, n)
-            if m is None:
-                return
-            start, end = _line_span(data, m.start())
-            if m.end() > end:  # matched across a newline (\s or [^x]); confirm each line
-                end2 = _line_span(data, m.end() - 1)[1]
-                while start < end2:
-                    s, e = _line_span(data, start)
-                    yield s, e, None
-                    start = e + 1
-                pos = end2 + 1
-                continue
-            yield start, end, None
-            pos = end + 1
-
-
-class _HyperscanEngine(_Engine):
-    name = "hyperscan"
-
-    def __init__(self, patterns: list[_Pattern]) -> None:
-        import hyperscan
-
-        self._db = None
-        if not patterns:
-            return
-        db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-        flags = []
-        for p in patterns:
-            f = hyperscan.HS_FLAG_ALLOWEMPTY | hyperscan.HS_FLAG_MULTILINE
-            if p.sig.ignore_case:
-                f |= hyperscan.HS_FLAG_CASELESS
-            flags.append(f)
-        db.compile(
-            expressions=[p.rx.pattern for p in patterns],
-            ids=list(range(len(patterns))),
-            elements=len(patterns),
-            flags=flags,
-        )
-        self._db = db
-
-    def candidates(self, data: bytes, lo: int = 0, hi: int | None = None):
-        if self._db is None:
-            return
-        hi = len(data) if hi is None else hi
-        spans: dict[int, tuple[int, set[int]]] = {}
-        last: list[int] = [-1, -1]  # [line start, line end] of the last hit
-
-        def on_match(pid: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
-            pos = max(to - 1, 0)
-            if last[0] <= pos <= last[1]:
-                spans[last[0]][1].add(pid)
-                return
-            start, end = _line_span(data, pos)
-            last[0], last[1] = start, end
-            entry = spans.setdefault(start, (end, set()))
-            entry[1].add(pid)
-
-        # the whole chunk is scanned (its partial first and last lines are short);
-        # their lines are left out below and matched with the next chunk
-        self._db.scan(data, match_event_handler=on_match)
-        for start in sorted(spans):
-            if lo <= start < hi:
-                end, ids = spans[start]
-                yield start, end, frozenset(ids)
-
-
-MIN_LITERAL = 3  # shorter literals would make most lines candidates
-_REPEATS = tuple(
-    op
-    for op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT, getattr(_sre, "POSSESSIVE_REPEAT", None))
-    if op is not None
-)
-
-
-def _best_literals(options: Sequence[frozenset[bytes]]) -> frozenset[bytes] | None:
-    """Of several sets of literals a match must contain one of, the most selective."""
-    good = [c for c in options if c and min(map(len, c)) >= MIN_LITERAL]
-    if not good:
-        return None
-    return max(good, key=lambda c: (min(map(len, c)), -len(c)))
-
-
-def _required(seq) -> list[frozenset[bytes]]:
-    """Sets of literals such that every match of this parsed sequence contains
-    at least one literal of each set (only what is certain is collected)."""
-    found: list[frozenset[bytes]] = []
-    run = bytearray()
-    for op, av in seq:
-        if op is _sre.LITERAL:
-            run.append(av)
-            continue
-        if run:  # anything else ends a run of literal characters
-            found.append(frozenset({bytes(run)}))
-            run.clear()
-        if op is _sre.SUBPATTERN:
-            best = _best_literals(_required(av[3]))
-            if best:
-                found.append(best)
-        elif op is _sre.BRANCH:
-            alts = [_best_literals(_required(alt)) for alt in av[1]]
-            if all(alts):
-                found.append(frozenset().union(*alts))  # type: ignore[arg-type]
-        elif op in _REPEATS and av[0] >= 1:  # the body occurs at least once
-            best = _best_literals(_required(av[2]))
-            if best:
-                found.append(best)
-    if run:
-        found.append(frozenset({bytes(run)}))
-    return found
-
-
-def _mentions_ignorecase(seq) -> bool:
-    for op, av in seq:
-        if op is _sre.SUBPATTERN and (av[1] & re.IGNORECASE or _mentions_ignorecase(av[3])):
-            return True
-        if op is _sre.BRANCH and any(_mentions_ignorecase(alt) for alt in av[1]):
-            return True
-        if op in _REPEATS and _mentions_ignorecase(av[2]):
-            return True
-    return False
-
-
-def required_literals(pattern: bytes, ignore_case: bool) -> tuple[frozenset[bytes] | None, bool]:
-    """Literals (one of which every match contains) and whether to look for them
-    case-folded (then they are lower-case: look in `data.lower()`). None when
-    the pattern requires no literal of MIN_LITERAL bytes."""
-    parsed = _sre_parse.parse(pattern, re.IGNORECASE if ignore_case else 0)
-    caseless = bool(parsed.state.flags & re.IGNORECASE) or _mentions_ignorecase(parsed)
-    best = _best_literals(_required(parsed))
-    if best and caseless:
-        best = frozenset(lit.lower() for lit in best)
-    return best, caseless
-
-
-class _LiteralEngine(_Engine):
-    """Python `re` with a literal prefilter: a line is a candidate for a pattern
-    only if it holds one of the pattern's required literals (a match lies within
-    one line, so its line contains the literal). Patterns without a literal go
-    through one combined alternation."""
-
-    name = "re"
-
-    def __init__(self, patterns: list[_Pattern]) -> None:
-        self._literals: list[tuple[int, bytes, bool]] = []
-        rest: list[_Pattern] = []
-        rest_ids: list[int] = []
-        for pid, p in enumerate(patterns):
-            lits, caseless = required_literals(p.rx.pattern, p.sig.ignore_case)
-            if lits is None:
-                rest.append(p)
-                rest_ids.append(pid)
-            else:
-                self._literals.extend((pid, lit, caseless) for lit in sorted(lits))
-        self._caseless = any(c for _, _, c in self._literals)
-        self._rest = (
-            _AlternationEngine(rest, lambda src: re.compile(src.encode()), "re") if rest else None
-        )
-        self._rest_ids = frozenset(rest_ids)
-
-    def candidates(self, data: bytes, lo: int = 0, hi: int | None = None):
-        hi = len(data) if hi is None else hi
-        lines: dict[int, tuple[int, set[int]]] = {}
-        folded = data.lower() if self._caseless else data
-        for pid, lit, caseless in self._literals:
-            hay = folded if caseless else data
-            pos = hay.find(lit, lo, hi)
-            while pos >= 0:
-                start, end = _line_span(data, pos)
-                lines.setdefault(start, (end, set()))[1].add(pid)
-                pos = hay.find(lit, end, hi)
-        if self._rest is not None:
-            for start, end, _ids in self._rest.candidates(data, lo, hi):
-                lines.setdefault(start, (end, set()))[1].update(self._rest_ids)
-        for start in sorted(lines):
-            end, ids = lines[start]
-            yield start, end, frozenset(ids)
-
-
-def _make_engine(patterns: list[_Pattern], prefer: str | None) -> _Engine:
-    order = [prefer] if prefer else ["hyperscan", "re2", "re"]
-    for name in order:
-        try:
-            if name == "hyperscan":
-                return _HyperscanEngine(patterns)
-            if name == "re2":
-                import re2
-
-                options = re2.Options()
-                options.max_mem = 256 << 20
-                return _AlternationEngine(
-                    patterns, lambda src, o=options: re2.compile(src.encode(), o), "re2"
+def _patterns(walls: list[Wall]) -> tuple[list[tuple[int, LogSignature]], list[_Pattern]]:
+    sigs: list[tuple[int, LogSignature]] = []
+    pats: list[_Pattern] = []
+    for wi, wall in enumerate(walls):
+        for sig in wall.signatures:
+            si = len(sigs)
+            sigs.append((wi, sig))
+            for role, text in ((AFTER, sig.after), (HEAD, sig.pattern), (THEN, sig.then)):
+                if text:
+                    src = text.encode()
+                    rx = compile_confirm(src, sig.ignore_case)
+                    pats.append(_Pattern(src, sig.ignore_case, wi, si, role, rx))
+    frags: list[_Pattern] = []
+    for pid, p in enumerate(pats):  # where a wrap may split a pattern's words
+        lits, caseless = required_literals(p.source, p.caseless)
+        for lit in sorted(lits or ()):
+            for piece in paste.fragments(lit):
+                frags.append(
+                    _Pattern(literal_pattern(piece), caseless, p.wall_index, p.sig_index, FRAG)
                 )
-            if name == "re":
-                return _LiteralEngine(patterns)
-        except ImportError:
-            continue
-        except Exception:  # an engine that cannot take these patterns: try the next
-            if prefer:
-                raise
-            continue
-    raise ValueError(f"unknown matcher engine {prefer!r}")
-
-
-ENGINES = ("hyperscan", "re2", "re")
-
-
-# ---------------------------------------------------------------- the matcher
+                frags[-1].owner = pid
+    return sigs, pats + frags
 
 
 class Matcher:
@@ -347,30 +133,36 @@ class Matcher:
 
     def __init__(self, walls: Iterable[Wall], engine: str | None = None) -> None:
         self.walls: list[Wall] = [w for w in walls if w.signatures]
-        self.patterns: list[_Pattern] = []
-        for wi, wall in enumerate(self.walls):
-            for sig in wall.signatures:
-                flags = re.IGNORECASE if sig.ignore_case else 0
-                self.patterns.append(
-                    _Pattern(wi, sig, False, re.compile(sig.pattern.encode(), flags))
-                )
-                if sig.then:
-                    self.patterns.append(
-                        _Pattern(wi, sig, True, re.compile(sig.then.encode(), flags))
-                    )
-        self.engine = _make_engine(self.patterns, engine)
-        self._all_ids = frozenset(range(len(self.patterns)))
+        self.sigs, self.patterns = _patterns(self.walls)
+        self.engine = make_engine(self.patterns, engine)
+        self._plain = tuple(i for i, p in enumerate(self.patterns) if p.role != FRAG)
+        # for engines that cannot name the patterns: (literal, caseless, owner) of each fragment
+        self._frags = tuple(
+            (_literal_of(p.source), p.caseless, p.owner) for p in self.patterns if p.role == FRAG
+        )
 
     def stream(self) -> MatchStream:
         return MatchStream(self)
 
     def scan_lines(self, source: str, lines: Iterable[str | bytes]) -> list[Hit]:
-        """Match whole lines (tests and small inputs)."""
+        """Match whole lines to the end (tests and small inputs)."""
         stream = self.stream()
         hits: list[Hit] = []
         for line in lines:
             hits.extend(stream.feed_line(source, line))
+        hits.extend(stream.finish(source))
         return hits
+
+
+@dataclass
+class _Run:
+    """Lines around a candidate line that a paste may have wrapped, waiting for the
+    lines after it: (number, clean text) each, and the patterns to try on them."""
+
+    lines: list[tuple[int, bytes]]
+    owners: frozenset[int]
+    forward: int = 0  # lines taken in after the candidate line
+    due: int = 0  # the line before whose own matching it is tried (0: still open)
 
 
 @dataclass
@@ -378,20 +170,22 @@ class _SourceState:
     line_no: int = 0  # number of the last line that has started
     open: bool = False  # that line has had no newline yet
     carry: bytes = b""
-    # multi-line signatures waiting for their second line: head pattern -> its line number
-    pending: dict[int, int] = field(default_factory=dict)
+    # signatures waiting for their `then` line: signature -> (line number, evidence)
+    pending: dict[int, tuple[int, str]] = field(default_factory=dict)
+    armed: set[int] = field(default_factory=set)  # signatures whose `after` was seen
+    counts: dict[int, int] = field(default_factory=dict)  # matching lines per signature
+    recent: list[tuple[int, bytes]] = field(default_factory=list)  # last lines, raw
+    runs: list[_Run] = field(default_factory=list)  # open runs
+    joined: set[tuple[int, int]] = field(default_factory=set)  # (pattern, line) done
 
 
 class MatchStream:
     """Matching state for many sources at once (line numbers, partial lines,
-    multi-line signatures waiting for their second line)."""
+    multi-line signatures, runs of wrapped lines waiting for their end)."""
 
     def __init__(self, matcher: Matcher) -> None:
         self.m = matcher
         self._sources: dict[str, _SourceState] = {}
-        self._head_of: dict[int, int] = {
-            i: i - 1 for i, p in enumerate(matcher.patterns) if p.is_then
-        }
 
     def _state(self, source: str) -> _SourceState:
         st = self._sources.get(source)
@@ -402,42 +196,148 @@ class MatchStream:
     def line_count(self, source: str) -> int:
         return self._state(source).line_no
 
+    # -- one pattern matched --------------------------------------------------------
+    def _on_match(
+        self,
+        st: _SourceState,
+        source: str,
+        pid: int,
+        line_no: int,
+        text: bytes,
+        lines: tuple[tuple[int, str], ...] = (),
+    ) -> Hit | None:
+        p = self.m.patterns[pid]
+        wi, sig = self.m.sigs[p.sig_index]
+        si = p.sig_index
+        if p.role == AFTER:
+            st.armed.add(si)
+            return None
+        if p.role == HEAD:
+            if sig.after and si not in st.armed:
+                return None
+            if sig.times > 1:
+                st.counts[si] = st.counts.get(si, 0) + 1
+                if st.counts[si] < sig.times:
+                    return None
+            if sig.then:
+                st.pending[si] = (line_no, to_text(text))
+                return None
+            return Hit(self.m.walls[wi], source, line_no, to_text(text), sig, lines)
+        head = st.pending.get(si)  # THEN
+        if head is None or line_no - head[0] > sig.within:
+            return None
+        del st.pending[si]
+        first = lines or ((line_no, to_text(text)),)
+        return Hit(self.m.walls[wi], source, line_no, to_text(text), sig, (head, *first))
+
     # -- confirmation of one line --------------------------------------------------
-    def _confirm(self, st: _SourceState, source: str, line: bytes, line_no: int, ids) -> list[Hit]:
+    def _confirm(
+        self, st: _SourceState, source: str, raw: bytes, line_no: int, ids
+    ) -> tuple[list[Hit], frozenset[int]]:
+        """Hits on this line alone, and the patterns to try across its neighbours."""
+        line = paste.clean_line(raw)
         hits: list[Hit] = []
         done_walls: set[int] = set()
+        matched: set[int] = set()
+        owners: set[int] = set()
         pats = self.m.patterns
-        for pid in sorted(ids if ids is not None else self.m._all_ids):
+        if ids is None:  # the engine cannot say which: every pattern, every fragment
+            ids = self.m._plain
+            folded = line.lower()
+            owners.update(o for lit, fold, o in self.m._frags if lit in (folded if fold else line))
+        for pid in sorted(ids):
             p = pats[pid]
-            if p.wall_index in done_walls or p.rx.search(line) is None:
+            if p.role == FRAG:
+                owners.add(p.owner)
                 continue
-            if p.sig.then is None:
-                hits.append(Hit(self.m.walls[p.wall_index], source, line_no, to_text(line)))
+            if p.rx.search(line) is None:
+                continue
+            matched.add(pid)
+            hit = self._on_match(st, source, pid, line_no, line)
+            if hit is not None and p.wall_index not in done_walls:
+                hits.append(hit)
                 done_walls.add(p.wall_index)
-            elif not p.is_then:
-                st.pending[pid] = line_no
-            else:
-                head = self._head_of[pid]
-                start = st.pending.get(head)
-                if start is not None and line_no - start <= p.sig.within:
-                    del st.pending[head]
-                    hits.append(Hit(self.m.walls[p.wall_index], source, line_no, to_text(line)))
-                    done_walls.add(p.wall_index)
+        return hits, frozenset(owners - matched)
+
+    # -- runs of wrapped lines -----------------------------------------------------
+    def _try_run(self, st: _SourceState, source: str, run: _Run) -> list[Hit]:
+        """Match a run's owners on its lines joined; a match must span a line break."""
+        if len(run.lines) < 2:
+            return []
+        hits: list[Hit] = []
+        texts = [t for _, t in run.lines]
+        variants = paste.joins(texts)
+        for pid in sorted(run.owners):
+            p = self.m.patterns[pid]
+            for joined, spans in variants:
+                m = p.rx.search(joined)
+                first = paste.crosses(m.span(), spans) if m else None
+                if first is None:
+                    continue
+                line_no = run.lines[first][0]
+                if (pid, line_no) not in st.joined:
+                    st.joined.add((pid, line_no))
+                    last = max(i for i, (a, b) in enumerate(spans) if m.start() < b and m.end() > a)
+                    lines = tuple((n, to_text(t)) for n, t in run.lines[first : last + 1])
+                    hit = self._on_match(
+                        st, source, pid, line_no, joined[m.start() : m.end()], lines
+                    )
+                    if hit is not None:
+                        hits.append(
+                            Hit(
+                                hit.wall,
+                                source,
+                                hit.line_no,
+                                to_text(joined[spans[first][0] : spans[last][1]]),
+                                hit.signature,
+                                hit.lines,
+                            )
+                        )
+                break
+        if len(st.joined) > 4096:  # only the lines of open runs can come back
+            st.joined.clear()
         return hits
+
+    def _extend(self, run: _Run, line_no: int, raw: bytes) -> None:
+        """Offer a run the next line: it takes it in, or closes before it."""
+        text = paste.clean_line(raw) if len(raw) <= MAX_WRAP_LINE else None
+        rest = paste.continues(run.lines[-1][1], text) if text is not None else None
+        if rest is None:
+            run.due = line_no
+            return
+        run.lines.append((line_no, rest))
+        run.forward += 1
+        if run.forward >= paste.WRAP_FWD:
+            run.due = line_no
+
+    def _start_run(
+        self, st: _SourceState, owners: frozenset[int], line_no: int, raw: bytes, before
+    ) -> _Run | None:
+        """A run around a candidate line, with the lines before it that it continues."""
+        text = paste.clean_line(raw)
+        if len(raw) > MAX_WRAP_LINE:
+            return None
+        lines = [(line_no, text)]
+        for n, prev_raw in before:  # nearest first
+            if len(prev_raw) > MAX_WRAP_LINE:
+                break
+            prev = paste.clean_line(prev_raw)
+            rest = paste.continues(prev, lines[0][1])
+            if rest is None:
+                break
+            lines[0] = (lines[0][0], rest)
+            lines.insert(0, (n, prev))
+        return _Run(lines, owners)
 
     # -- live lines ---------------------------------------------------------------
     def feed_line(self, source: str, line: str | bytes) -> list[Hit]:
         """One complete line (with or without its newline)."""
         st = self._state(source)
         data = line.encode("utf-8", errors="surrogateescape") if isinstance(line, str) else line
-        data = strip_ansi(data.rstrip(b"\r\n").replace(b"\n", b" "))
-        if not st.open:
-            st.line_no += 1
-        st.open = False
-        hits: list[Hit] = []
-        for _s, _e, ids in self.m.engine.candidates(data):
-            hits.extend(self._confirm(st, source, data, st.line_no, ids))
-        return hits
+        data = data.rstrip(b"\r\n").replace(b"\n", b" ") + b"\n"
+        if st.carry:  # a partial line fed in bulk before: this one completes it
+            data, st.carry = st.carry + data, b""
+        return self._scan_body(st, source, data)
 
     # -- bulk chunks ----------------------------------------------------------------
     def feed_chunk(self, source: str, data: bytes) -> list[Hit]:
@@ -472,10 +372,13 @@ class MatchStream:
         return []
 
     def finish(self, source: str) -> list[Hit]:
-        """End of input for a source: match its last, unterminated line."""
+        """End of input for a source: match its last, unterminated line, close its runs."""
         st = self._state(source)
         carry, st.carry = st.carry, b""
         hits = self._scan_body(st, source, carry)
+        for run in st.runs:
+            hits.extend(self._try_run(st, source, run))
+        st.runs.clear()
         st.open = False
         st.pending.clear()
         return hits
@@ -495,17 +398,105 @@ class MatchStream:
                 return []
         first = st.line_no if st.open else st.line_no + 1
         hits: list[Hit] = []
+        due: list[_Run] = []
+        if st.runs:  # runs from before this body take in its first lines
+            due = self._feed_runs(st, st.runs, body, lo, hi, first)
+            st.runs = [r for r in st.runs if not r.due]
         line_no, counted_to = first, lo
         for start, end, ids in self.m.engine.candidates(body, lo, hi):
             line_no += body.count(b"\n", counted_to, start)
             counted_to = start
-            hits.extend(self._confirm(st, source, body[start:end], line_no, ids))
+            if due:
+                hits.extend(self._flush(st, source, due, line_no))
+            found, owners = self._confirm(st, source, body[start:end], line_no, ids)
+            hits.extend(found)
+            if owners:
+                before = self._before(st, body, lo, start, line_no)
+                run = self._start_run(st, owners, line_no, body[start:end], before)
+                if run is not None:
+                    new_due = self._feed_runs(st, [run], body, end + 1, hi, line_no + 1)
+                    if run.due:
+                        due.extend(new_due)
+                        due.sort(key=lambda r: r.due)
+                    else:
+                        st.runs.append(run)
         newlines = line_no - first + body.count(b"\n", counted_to, hi)
         if body[hi - 1] == 0x0A:
             st.line_no, st.open = first + newlines - 1, False
         else:
             st.line_no, st.open = first + newlines, True
+        if due:
+            hits.extend(self._flush(st, source, due, st.line_no + 1))
+        self._remember(st, body, lo, hi)
         return hits
+
+    def _feed_runs(
+        self, st: _SourceState, runs: list[_Run], body: bytes, pos: int, hi: int, line_no: int
+    ) -> list[_Run]:
+        """Offer open runs the lines of body[pos:hi] (the first is number line_no)
+        until each closes; returns those that closed."""
+        open_runs = [r for r in runs if not r.due]
+        while open_runs and pos < hi:
+            end = body.find(b"\n", pos, hi)
+            if end < 0:  # the last, unterminated line (or a piece of a huge one)
+                end = hi
+            for run in open_runs:
+                self._extend(run, line_no, body[pos:end])
+            open_runs = [r for r in open_runs if not r.due]
+            pos, line_no = end + 1, line_no + 1
+        return [r for r in runs if r.due]
+
+    def _flush(self, st: _SourceState, source: str, due: list[_Run], line_no: int) -> list[Hit]:
+        """Try the runs that closed before `line_no` (in the order they closed)."""
+        hits: list[Hit] = []
+        while due and due[0].due <= line_no:
+            hits.extend(self._try_run(st, source, due.pop(0)))
+        return hits
+
+    def _before(
+        self, st: _SourceState, body: bytes, lo: int, start: int, line_no: int
+    ) -> list[tuple[int, bytes]]:
+        """The lines before a candidate line (nearest first), raw: from this body,
+        then from the bodies before it."""
+        out: list[tuple[int, bytes]] = []
+        pos = start
+        while len(out) < paste.WRAP_BACK and pos > lo:
+            s = max(body.rfind(b"\n", lo, pos - 1) + 1, lo)
+            out.append((line_no - len(out) - 1, body[s : pos - 1]))
+            pos = s
+        if len(out) < paste.WRAP_BACK:
+            for n, raw in reversed(st.recent):
+                if n < line_no - len(out) - 1:
+                    break
+                if n == line_no - len(out) - 1:
+                    out.append((n, raw))
+                if len(out) >= paste.WRAP_BACK:
+                    break
+        return out
+
+    def _remember(self, st: _SourceState, body: bytes, lo: int, hi: int) -> None:
+        """Keep the last complete lines of this body for the runs of the next one."""
+        last = st.line_no if not st.open else st.line_no - 1
+        end = hi - 1 if body[hi - 1] == 0x0A else body.rfind(b"\n", lo, hi)
+        tail: list[tuple[int, bytes]] = []
+        while end >= lo and len(tail) < paste.WRAP_BACK:
+            s = max(body.rfind(b"\n", lo, end) + 1, lo)
+            tail.append((last - len(tail), body[s:end]))
+            if s <= lo:
+                break
+            end = s - 1
+        tail.reverse()
+        if len(tail) >= paste.WRAP_BACK or not st.recent:
+            st.recent = tail
+        else:
+            st.recent = [x for x in st.recent if x[0] < (tail[0][0] if tail else last + 1)][
+                -(paste.WRAP_BACK - len(tail)) :
+            ] + tail
+
+
+def _literal_of(source: bytes) -> bytes:
+    """The bytes a fragment's pattern (engines.literal_pattern) stands for."""
+    return re.sub(rb"\\x([0-9a-f]{2})", lambda m: bytes([int(m.group(1), 16)]), source)
 
 
 def scan_stream(

@@ -23,6 +23,22 @@ ENGINES: tuple[str, ...] = ("vllm", "sglang", "ray", "pytorch", "nccl", "kernel"
 TARGETS: tuple[str, ...] = ("all", "head", "workers", "seen")
 SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
 
+# How sure a diagnosis is. A log signature says its wall `from-log` (the wall's own
+# words), or `suspected` (a symptom that other walls share, or a wall whose main
+# evidence is readings); readings that agree make it `confirmed`.
+CONFIRMED, FROM_LOG, SUSPECTED = "confirmed", "from-log", "suspected"
+CONFIDENCES: tuple[str, ...] = (CONFIRMED, FROM_LOG, SUSPECTED)
+CONFIDENCE_RANK = {CONFIRMED: 0, FROM_LOG: 1, SUSPECTED: 2}
+CONFIDENCE_WORDS = {CONFIRMED: "confirmed", FROM_LOG: "from the log", SUSPECTED: "suspected"}
+
+
+def severity_for(severity: str, confidence: str) -> str:
+    """A diagnosis's severity: the wall's, one step lower while only suspected."""
+    if confidence != SUSPECTED:
+        return severity
+    return {"error": "warning", "warning": "info"}.get(severity, severity)
+
+
 # Action types and their fields: name -> (required fields, optional fields).
 # Each type is rendered to exact commands by spark_tui.remedy (preview == run).
 ACTION_FIELDS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
@@ -68,13 +84,20 @@ DEFAULT_TARGET: dict[str, str] = {"stop-stack": "all", "restart-ray": "all", "re
 @dataclass(frozen=True)
 class LogSignature:
     """A regex over one log line; with `then`, a second regex that must match
-    within `within` lines after the first (multi-line evidence)."""
+    within `within` lines after the first (multi-line evidence); with `after`, a
+    regex that must have matched earlier in the same log; with `times`, the
+    number of matching lines it takes. `confidence` is what a match alone says
+    (from-log or suspected); `confirm` are the readings that would confirm it."""
 
     pattern: str
     then: str | None = None
     within: int = 30
     ignore_case: bool = False
     line: int = 0  # where it was written, for error messages
+    after: str | None = None
+    times: int = 1
+    confidence: str = FROM_LOG
+    confirm: tuple[Condition, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from spark_tui.facts import GIB
 from spark_tui.kb.conditions import HoldTracker
 from spark_tui.kb.diagnosis import Diagnosis, DiagnosisBook
-from spark_tui.kb.schema import ReadingRule, Wall
+from spark_tui.kb.schema import CONFIRMED, ReadingRule, Wall
 from spark_tui.nodes.state import NodeState
 
 CLUSTER = "cluster"
@@ -173,6 +173,7 @@ class RuleEngine:
                     node=subject if subject not in (CLUSTER, RECIPE) else None,
                     now=now,
                     facts=facts,
+                    confidence=CONFIRMED,  # the readings are the evidence
                 )
                 if not new:  # seen again: the cause may differ this time
                     cause = wall.choose_cause(facts)

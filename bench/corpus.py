@@ -1,0 +1,338 @@
+#!/usr/bin/env python3
+"""Precision and recall of the knowledge base per wall, on real log text.
+
+    python bench/corpus.py [--engine E] [--variants all|posted] [--json FILE] [--wall ID]
+
+The corpus is tests/sample-logs/: walls/<wall-id>/*.log are real excerpts of that
+wall (where each came from is in the folder's SOURCES.md), healthy/*.log are hard
+negatives (healthy startups and serving, and other errors that look alike).
+tests/sample-logs/labels.yaml says which other walls a file shows (`also`), which
+it may show without counting either way (`allow`), and how sure a diagnosis of
+its own wall must be (`confidence`).
+
+Every file is scored as posted and as users re-paste it (`VARIANTS`): hard-wrapped
+by a terminal at 80 columns, copied from a 120-column screen (padded), reflowed
+by an editor at 100 columns (breaks at spaces), with colour codes whose ESC was
+lost, with caret-notation escapes, behind a `docker compose logs` prefix, and
+wrapped after colouring. A wall counts as found in a file when triage names it
+there (any confidence); per wall:
+  TP  files of the wall (or listing it in `also`) where it is found,
+  FN  such files where it is not,
+  FP  other files where it is found (not listed in `allow`).
+Negatives must also raise no error-severity diagnosis at all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from spark_tui.kb.diagnosis import DiagnosisBook  # noqa: E402
+from spark_tui.kb.loader import load_knowledge  # noqa: E402
+from spark_tui.kb.matcher import Matcher  # noqa: E402
+
+CORPUS = REPO / "tests" / "sample-logs"
+
+
+# ------------------------------------------------------------ how users re-paste
+
+
+def _lines(text: str) -> list[str]:
+    return text.split("\n")
+
+
+def _hard_wrap(text: str, width: int, pad: bool = False) -> str:
+    out = []
+    for line in _lines(text):
+        pieces = [line[i : i + width] for i in range(0, len(line), width)] or [""]
+        if pad:
+            pieces = [p.ljust(width) for p in pieces]
+        out.extend(pieces)
+    return "\n".join(out)
+
+
+def _reflow(text: str, width: int) -> str:
+    out = []
+    for line in _lines(text):
+        if len(line) <= width:
+            out.append(line)
+            continue
+        out.extend(
+            textwrap.wrap(
+                line,
+                width,
+                expand_tabs=False,
+                replace_whitespace=False,
+                drop_whitespace=True,
+                break_on_hyphens=False,
+            )
+            or [""]
+        )
+    return "\n".join(out)
+
+
+_LEVELS = ("ERROR", "WARNING", "INFO", "DEBUG", "CRITICAL")
+
+
+def _colour(text: str, esc: str = "") -> str:
+    """Colour codes as vLLM and Ray print them, with the ESC byte lost (or shown as ^[)."""
+
+    def c(code: str) -> str:
+        return f"{esc}[{code}m"
+
+    out = []
+    for line in _lines(text):
+        if not line:
+            out.append(line)
+            continue
+        for lvl in _LEVELS:
+            if f" {lvl} " in line:
+                line = line.replace(f" {lvl} ", f" {c('31')}{lvl}{c('0')} ", 1)
+                break
+        out.append(f"{c('0;36')}{line}{c('0')}" if line[:1] in "([" else f"{c('2')}{line}")
+    return "\n".join(out)
+
+
+VARIANTS: dict[str, Callable[[str], str]] = {
+    "as posted": lambda t: t,
+    "wrapped at 80": lambda t: _hard_wrap(t, 80),
+    "screen copy at 120": lambda t: _hard_wrap(t, 120, pad=True),
+    "reflowed at 100": lambda t: _reflow(t, 100),
+    "colour, ESC lost": _colour,
+    "colour as ^[": lambda t: _colour(t, "^["),
+    "compose prefix": lambda t: "\n".join(f"vllm-head-1  | {ln}" if ln else ln for ln in _lines(t)),
+    "colour, wrapped at 80": lambda t: _hard_wrap(_colour(t), 80),
+}
+
+
+# ------------------------------------------------------------ scoring
+
+
+@dataclass
+class Example:
+    path: Path
+    expect: set[str]  # walls it shows
+    allow: set[str]  # walls it may show without counting
+    negative: bool
+    confidence: str | None = None  # how sure its own wall's diagnosis must be
+
+
+@dataclass
+class Score:
+    tp: int = 0
+    fn: int = 0
+    fp: int = 0
+    misses: list[str] = field(default_factory=list)
+    false: list[str] = field(default_factory=list)
+
+    @property
+    def precision(self) -> float:
+        return self.tp / (self.tp + self.fp) if self.tp + self.fp else 1.0
+
+    @property
+    def recall(self) -> float:
+        return self.tp / (self.tp + self.fn) if self.tp + self.fn else 1.0
+
+
+def load_examples(corpus: Path = CORPUS) -> list[Example]:
+    labels_file = corpus / "labels.yaml"
+    labels = yaml.safe_load(labels_file.read_text()) if labels_file.is_file() else {}
+    labels = labels or {}
+    out: list[Example] = []
+    for d in sorted((corpus / "walls").iterdir()):
+        for p in sorted(d.glob("*.log")):
+            lab = labels.get(f"walls/{d.name}/{p.name}") or {}
+            out.append(
+                Example(
+                    p,
+                    {d.name, *lab.get("also", [])},
+                    set(lab.get("allow", [])),
+                    False,
+                    lab.get("confidence"),
+                )
+            )
+    for p in sorted((corpus / "healthy").glob("*.log")):
+        lab = labels.get(f"healthy/{p.name}") or {}
+        out.append(Example(p, set(lab.get("also", [])), set(lab.get("allow", [])), True))
+    unknown = set(labels) - {
+        str(e.path.relative_to(corpus)) for e in out
+    }  # a label for a file that is not there is a typo
+    if unknown:
+        raise SystemExit(f"labels.yaml names files that do not exist: {sorted(unknown)}")
+    return out
+
+
+def diagnose(matcher: Matcher, name: str, data: bytes) -> dict[str, tuple[str, str]]:
+    """wall id -> (severity, confidence) of what triage reports for this text."""
+    book = DiagnosisBook()
+    stream = matcher.stream()
+    for hit in stream.feed_chunk(name, data):
+        book.add_hit(hit)
+    for hit in stream.finish(name):
+        book.add_hit(hit)
+    return {d.wall.id: (d.severity, d.confidence) for d in book}
+
+
+@dataclass
+class Report:
+    walls: dict[str, Score]
+    groups: dict[str, str]  # wall -> "seed" | "beyond"
+    by_variant: dict[str, dict[str, Score]]  # variant -> wall -> score
+    negative_errors: list[str]  # "file (variant): wall"
+    wrong_confidence: list[str]
+    examples: int
+    negatives: int
+
+
+def score(
+    engine: str | None = None,
+    variants: dict[str, Callable[[str], str]] = VARIANTS,
+    only: str | None = None,
+) -> Report:
+    kb = load_knowledge(use_user=False)
+    matcher = Matcher(kb, engine=engine)
+    log_walls = sorted(w.id for w in kb if w.signatures)
+    groups = {
+        w.id: ("seed" if any(r.startswith("seeds/") for r in w.references) else "beyond")
+        for w in kb
+    }
+    examples = load_examples()
+    walls = {w: Score() for w in log_walls}
+    by_variant: dict[str, dict[str, Score]] = {v: {w: Score() for w in log_walls} for v in variants}
+    negative_errors: list[str] = []
+    wrong_confidence: list[str] = []
+    for ex in examples:
+        text = ex.path.read_bytes().decode("utf-8", "surrogateescape")
+        rel = str(ex.path.relative_to(CORPUS))
+        for vname, fn in variants.items():
+            data = fn(text).encode("utf-8", "surrogateescape")
+            found = diagnose(matcher, rel, data)
+            where = f"{rel} ({vname})"
+            for w in log_walls:
+                if only and w != only:
+                    continue
+                for sc in (walls[w], by_variant[vname][w]):
+                    if w in ex.expect:
+                        if w in found:
+                            sc.tp += 1
+                        else:
+                            sc.fn += 1
+                            sc.misses.append(where)
+                    elif w in found and w not in ex.allow:
+                        sc.fp += 1
+                        sc.false.append(where)
+            if ex.negative:
+                errors = [w for w, (sev, _) in found.items() if sev == "error"]
+                negative_errors += [f"{where}: {w}" for w in errors if w not in ex.allow]
+            own = next(iter(ex.expect - ex.allow), None) if not ex.negative else None
+            if ex.confidence and own in found and found[own][1] != ex.confidence:
+                wrong_confidence.append(f"{where}: {own} is {found[own][1]}, not {ex.confidence}")
+    return Report(
+        walls,
+        groups,
+        by_variant,
+        negative_errors,
+        wrong_confidence,
+        len(examples) - sum(e.negative for e in examples),
+        sum(e.negative for e in examples),
+    )
+
+
+def _pct(x: float) -> str:
+    return f"{x:.2f}"
+
+
+def render(r: Report, variants: dict[str, Callable[[str], str]] = VARIANTS) -> str:
+    n_var = len(variants)
+    files_per_wall: dict[str, int] = {}
+    for ex in load_examples():
+        for w in ex.expect:
+            files_per_wall[w] = files_per_wall.get(w, 0) + 1
+    out = [
+        f"corpus: {r.examples} wall examples, {r.negatives} hard negatives,"
+        f" each as posted and in {n_var - 1} re-pasted forms ({n_var} texts per file)",
+        "",
+        "| wall | group | files | TP | FN | FP | precision | recall | recall as posted |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    posted = next(iter(r.by_variant))
+    for w in sorted(r.walls, key=lambda w: (r.groups[w] != "seed", w)):
+        s = r.walls[w]
+        if not files_per_wall.get(w) and not s.fp:
+            continue
+        p = r.by_variant[posted][w]
+        out.append(
+            f"| {w} | {r.groups[w]} | {files_per_wall.get(w, 0)} | {s.tp} | {s.fn} | {s.fp}"
+            f" | {_pct(s.precision)} | {_pct(s.recall)} | {_pct(p.recall)} |"
+        )
+    for group in ("seed", "beyond"):
+        tot = Score()
+        for w, s in r.walls.items():
+            if r.groups[w] == group:
+                tot.tp, tot.fn, tot.fp = tot.tp + s.tp, tot.fn + s.fn, tot.fp + s.fp
+        out.append(
+            f"| **all {group} walls** | | | {tot.tp} | {tot.fn} | {tot.fp}"
+            f" | **{_pct(tot.precision)}** | **{_pct(tot.recall)}** | |"
+        )
+    out += ["", "| form | recall | precision |", "|---|---:|---:|"]
+    for v, per in r.by_variant.items():
+        tot = Score()
+        for s in per.values():
+            tot.tp, tot.fn, tot.fp = tot.tp + s.tp, tot.fn + s.fn, tot.fp + s.fp
+        out.append(f"| {v} | {_pct(tot.recall)} | {_pct(tot.precision)} |")
+    out.append("")
+    out.append(f"error-severity diagnoses on hard negatives: {len(r.negative_errors)}")
+    out += [f"  {e}" for e in r.negative_errors[:40]]
+    if r.wrong_confidence:
+        out.append(f"diagnoses at the wrong confidence: {len(r.wrong_confidence)}")
+        out += [f"  {e}" for e in r.wrong_confidence[:40]]
+    for w, s in sorted(r.walls.items()):
+        for m in s.misses[:12]:
+            out.append(f"missed {w}: {m}")
+        for f in s.false[:12]:
+            out.append(f"false {w}: {f}")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--engine", choices=("hyperscan", "re2", "re"))
+    ap.add_argument("--variants", choices=("all", "posted"), default="all")
+    ap.add_argument("--wall", help="score one wall only")
+    ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    args = ap.parse_args(argv)
+    variants = VARIANTS if args.variants == "all" else {"as posted": VARIANTS["as posted"]}
+    r = score(args.engine, variants, args.wall)
+    print(render(r, variants))
+    if args.json:
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    w: {
+                        "group": r.groups[w],
+                        "tp": s.tp,
+                        "fn": s.fn,
+                        "fp": s.fp,
+                        "precision": s.precision,
+                        "recall": s.recall,
+                    }
+                    for w, s in r.walls.items()
+                },
+                indent=1,
+            )
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,333 @@
+"""Candidate engines: find the lines of a chunk that may match some pattern.
+
+Fastest first (bench/README.md has the figures): Hyperscan (the hyperscan wheels
+bundle Vectorscan: x86-64 and aarch64) reports which patterns matched on which
+line; RE2 runs one combined alternation (everywhere); `re` looks for each
+pattern's required literal with `bytes.find` (no Hyperscan needed), with the
+patterns that require none in one RE2 alternation. All three give the same
+candidate lines; the matcher then confirms each with RE2, whose time is linear
+in the line, so no pattern can make a line take long (a backtracking engine
+takes exponential time on `(a+)+b` against a run of `a`s).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+try:  # the regex parser, for the literals a pattern requires
+    import re._constants as _sre  # type: ignore[import-not-found]
+    import re._parser as _sre_parse  # type: ignore[import-not-found]
+except ImportError:  # Python 3.10
+    import sre_constants as _sre  # type: ignore[no-redef]
+    import sre_parse as _sre_parse  # type: ignore[no-redef]
+
+_UNSUPPORTED = [
+    (re.compile(r"\(\?[=!<]"), "lookaround"),
+    (re.compile(r"\\[1-9]|\(\?P="), "backreference"),
+    (re.compile(r"(?<!\\)[$]"), "'$' anchor (lines may end in CR)"),
+]
+ENGINES = ("hyperscan", "re2", "re")
+
+
+def re2_options(caseless: bool = False) -> Any:
+    """RE2 options for log bytes: one byte is one character (as in a bytes regex),
+    no logging of bad patterns to stderr (the loader reports them)."""
+    import re2
+
+    options = re2.Options()
+    options.encoding = re2.Options.Encoding.LATIN1
+    options.max_mem = 256 << 20
+    options.log_errors = False
+    options.case_sensitive = not caseless
+    return options
+
+
+def compile_confirm(source: bytes, caseless: bool) -> Any:
+    """A pattern compiled for confirmation: RE2, linear time in the line."""
+    import re2
+
+    return re2.compile(source, re2_options(caseless))
+
+
+def engine_rejects(pattern: str) -> str | None:
+    """Why a pattern cannot be used by every engine, or None when it can."""
+    for rx, reason in _UNSUPPORTED:
+        if rx.search(pattern):
+            return reason
+    try:
+        compile_confirm(pattern.encode(), False)
+    except Exception as exc:  # re2.error: what RE2 (the confirming engine) cannot take
+        text = exc.args[0] if exc.args else exc
+        if isinstance(text, bytes):
+            text = text.decode("utf-8", "replace")
+        return f"RE2 refuses it ({text})"
+    return None
+
+
+def literal_pattern(literal: bytes) -> bytes:
+    """A regex matching exactly these bytes, in a syntax every engine reads."""
+    return b"".join(
+        bytes([c])
+        if 0x30 <= c <= 0x39 or 0x41 <= c <= 0x5A or 0x61 <= c <= 0x7A
+        else b"\\x%02x" % c
+        for c in literal
+    )
+
+
+@dataclass
+class EnginePattern:
+    """What an engine needs of a pattern: its regex source and case folding."""
+
+    source: bytes
+    caseless: bool
+
+
+class _Engine:
+    """Finds the lines of a chunk that may match; yields (start, end, ids or None).
+
+    Only lines that start in data[lo:hi] count (the chunk is not copied to cut
+    off a partial first or last line); lo is 0 or just after a newline, and
+    data[hi - 1] is a newline unless hi == len(data). `^` matches at every
+    line start (multi-line mode), as it does when a line is fed alone."""
+
+    name = "?"
+
+    def candidates(
+        self, data: bytes, lo: int = 0, hi: int | None = None
+    ) -> Iterator[tuple[int, int, frozenset[int] | None]]:
+        raise NotImplementedError
+
+
+def _line_span(data: bytes, pos: int) -> tuple[int, int]:
+    start = data.rfind(b"\n", 0, pos) + 1
+    end = data.find(b"\n", pos)
+    return start, (len(data) if end < 0 else end)
+
+
+_LEADING_FLAGS = re.compile(rb"^\(\?([aiLmsux]+)\)")
+
+
+class _AlternationEngine(_Engine):
+    """One combined pattern; after a match, skip to the next line."""
+
+    def __init__(self, patterns: Sequence[EnginePattern], compile_fn, name: str) -> None:
+        self.name = name
+        parts = []
+        for p in patterns:
+            src = p.source
+            # a pattern's own leading "(?i)" must become a scoped group inside the
+            # alternation (global flags are refused after the start)
+            lead = _LEADING_FLAGS.match(src)
+            if lead:
+                src = b"(?" + lead.group(1) + b":" + src[lead.end() :] + b")"
+            parts.append(b"(?i:" + src + b")" if p.caseless else b"(?:" + src + b")")
+        self._rx = compile_fn(b"(?m)" + b"|".join(parts)) if parts else None
+
+    def candidates(self, data: bytes, lo: int = 0, hi: int | None = None):
+        if self._rx is None:
+            return
+        pos, n = lo, (len(data) if hi is None else hi)
+        search = self._rx.search
+        while pos < n:
+            m = search(data, pos, n)
+            if m is None:
+                return
+            start, end = _line_span(data, m.start())
+            if m.end() > end:  # matched across a newline (\s or [^x]); confirm each line
+                end2 = _line_span(data, m.end() - 1)[1]
+                while start < end2:
+                    s, e = _line_span(data, start)
+                    yield s, e, None
+                    start = e + 1
+                pos = end2 + 1
+                continue
+            yield start, end, None
+            pos = end + 1
+
+
+class _HyperscanEngine(_Engine):
+    name = "hyperscan"
+
+    def __init__(self, patterns: Sequence[EnginePattern]) -> None:
+        import hyperscan
+
+        self._db = None
+        if not patterns:
+            return
+        db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+        flags = []
+        for p in patterns:
+            f = hyperscan.HS_FLAG_ALLOWEMPTY | hyperscan.HS_FLAG_MULTILINE
+            if p.caseless:
+                f |= hyperscan.HS_FLAG_CASELESS
+            flags.append(f)
+        db.compile(
+            expressions=[p.source for p in patterns],
+            ids=list(range(len(patterns))),
+            elements=len(patterns),
+            flags=flags,
+        )
+        self._db = db
+
+    def candidates(self, data: bytes, lo: int = 0, hi: int | None = None):
+        if self._db is None:
+            return
+        hi = len(data) if hi is None else hi
+        spans: dict[int, tuple[int, set[int]]] = {}
+        last: list[int] = [-1, -1]  # [line start, line end] of the last hit
+
+        def on_match(pid: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
+            pos = max(to - 1, 0)
+            if last[0] <= pos <= last[1]:
+                spans[last[0]][1].add(pid)
+                return
+            start, end = _line_span(data, pos)
+            last[0], last[1] = start, end
+            entry = spans.setdefault(start, (end, set()))
+            entry[1].add(pid)
+
+        # the whole chunk is scanned (its partial first and last lines are short);
+        # their lines are left out below and matched with the next chunk
+        self._db.scan(data, match_event_handler=on_match)
+        for start in sorted(spans):
+            if lo <= start < hi:
+                end, ids = spans[start]
+                yield start, end, frozenset(ids)
+
+
+MIN_LITERAL = 3  # shorter literals would make most lines candidates
+_REPEATS = tuple(
+    op
+    for op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT, getattr(_sre, "POSSESSIVE_REPEAT", None))
+    if op is not None
+)
+
+
+def _best_literals(options: Sequence[frozenset[bytes]]) -> frozenset[bytes] | None:
+    """Of several sets of literals a match must contain one of, the most selective."""
+    good = [c for c in options if c and min(map(len, c)) >= MIN_LITERAL]
+    if not good:
+        return None
+    return max(good, key=lambda c: (min(map(len, c)), -len(c)))
+
+
+def _required(seq) -> list[frozenset[bytes]]:
+    """Sets of literals such that every match of this parsed sequence contains
+    at least one literal of each set (only what is certain is collected)."""
+    found: list[frozenset[bytes]] = []
+    run = bytearray()
+    for op, av in seq:
+        if op is _sre.LITERAL:
+            run.append(av)
+            continue
+        if run:  # anything else ends a run of literal characters
+            found.append(frozenset({bytes(run)}))
+            run.clear()
+        if op is _sre.SUBPATTERN:
+            best = _best_literals(_required(av[3]))
+            if best:
+                found.append(best)
+        elif op is _sre.BRANCH:
+            alts = [_best_literals(_required(alt)) for alt in av[1]]
+            if all(alts):
+                found.append(frozenset().union(*alts))  # type: ignore[arg-type]
+        elif op in _REPEATS and av[0] >= 1:  # the body occurs at least once
+            best = _best_literals(_required(av[2]))
+            if best:
+                found.append(best)
+    if run:
+        found.append(frozenset({bytes(run)}))
+    return found
+
+
+def _mentions_ignorecase(seq) -> bool:
+    for op, av in seq:
+        if op is _sre.SUBPATTERN and (av[1] & re.IGNORECASE or _mentions_ignorecase(av[3])):
+            return True
+        if op is _sre.BRANCH and any(_mentions_ignorecase(alt) for alt in av[1]):
+            return True
+        if op in _REPEATS and _mentions_ignorecase(av[2]):
+            return True
+    return False
+
+
+def required_literals(pattern: bytes, ignore_case: bool) -> tuple[frozenset[bytes] | None, bool]:
+    """Literals (one of which every match contains) and whether to look for them
+    case-folded (then they are lower-case: look in `data.lower()`). None when
+    the pattern requires no literal of MIN_LITERAL bytes."""
+    parsed = _sre_parse.parse(pattern, re.IGNORECASE if ignore_case else 0)
+    caseless = bool(parsed.state.flags & re.IGNORECASE) or _mentions_ignorecase(parsed)
+    best = _best_literals(_required(parsed))
+    if best and caseless:
+        best = frozenset(lit.lower() for lit in best)
+    return best, caseless
+
+
+class _LiteralEngine(_Engine):
+    """A literal prefilter in plain Python: a line is a candidate for a pattern
+    only if it holds one of the pattern's required literals (a match lies within
+    one line, so its line contains the literal), found with `bytes.find`.
+    Patterns without a literal go through one combined RE2 alternation."""
+
+    name = "re"
+
+    def __init__(self, patterns: Sequence[EnginePattern]) -> None:
+        self._literals: list[tuple[int, bytes, bool]] = []
+        rest: list[EnginePattern] = []
+        rest_ids: list[int] = []
+        for pid, p in enumerate(patterns):
+            lits, caseless = required_literals(p.source, p.caseless)
+            if lits is None:
+                rest.append(p)
+                rest_ids.append(pid)
+            else:
+                self._literals.extend((pid, lit, caseless) for lit in sorted(lits))
+        self._caseless = any(c for _, _, c in self._literals)
+        self._rest = _AlternationEngine(rest, _re2_alternation, "re") if rest else None
+        self._rest_ids = frozenset(rest_ids)
+
+    def candidates(self, data: bytes, lo: int = 0, hi: int | None = None):
+        hi = len(data) if hi is None else hi
+        lines: dict[int, tuple[int, set[int]]] = {}
+        folded = data.lower() if self._caseless else data
+        for pid, lit, caseless in self._literals:
+            hay = folded if caseless else data
+            pos = hay.find(lit, lo, hi)
+            while pos >= 0:
+                start, end = _line_span(data, pos)
+                lines.setdefault(start, (end, set()))[1].add(pid)
+                pos = hay.find(lit, end, hi)
+        if self._rest is not None:
+            for start, end, _ids in self._rest.candidates(data, lo, hi):
+                lines.setdefault(start, (end, set()))[1].update(self._rest_ids)
+        for start in sorted(lines):
+            end, ids = lines[start]
+            yield start, end, frozenset(ids)
+
+
+def _re2_alternation(source: bytes) -> Any:
+    import re2
+
+    return re2.compile(source, re2_options())
+
+
+def make_engine(patterns: Sequence[EnginePattern], prefer: str | None) -> _Engine:
+    order = [prefer] if prefer else ["hyperscan", "re2", "re"]
+    for name in order:
+        try:
+            if name == "hyperscan":
+                return _HyperscanEngine(patterns)
+            if name == "re2":
+                return _AlternationEngine(patterns, _re2_alternation, "re2")
+            if name == "re":
+                return _LiteralEngine(patterns)
+        except ImportError:
+            continue
+        except Exception:  # an engine that cannot take these patterns: try the next
+            if prefer:
+                raise
+            continue
+    raise ValueError(f"unknown matcher engine {prefer!r}")
