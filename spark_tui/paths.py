@@ -36,6 +36,12 @@ def state_dir() -> Path:
     return Path(base) / "spark-tui"
 
 
+def cache_dir() -> Path:
+    """~/.cache/spark-tui (or $XDG_CACHE_HOME/spark-tui): things that can be made again."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "spark-tui"
+
+
 def user_knowledge_dir() -> Path:
     return config_dir() / "knowledge"
 

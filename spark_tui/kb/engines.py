@@ -12,6 +12,7 @@ takes exponential time on `(a+)+b` against a run of `a`s).
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -79,10 +80,12 @@ def literal_pattern(literal: bytes) -> bytes:
 
 @dataclass
 class EnginePattern:
-    """What an engine needs of a pattern: its regex source and case folding."""
+    """What an engine needs of a pattern: its regex source and case folding;
+    `prefilter` False: the `re` engine finds it with RE2, not by its literals."""
 
     source: bytes
     caseless: bool
+    prefilter: bool = True
 
 
 class _Engine:
@@ -111,11 +114,16 @@ _LEADING_FLAGS = re.compile(rb"^\(\?([aiLmsux]+)\)")
 
 
 class _AlternationEngine(_Engine):
-    """One combined pattern; after a match, skip to the next line."""
+    """One combined RE2 pattern finds the lines; after a match, skip to the next
+    line. An RE2 set then names the patterns that match such a line (so only
+    those are confirmed); a match over several lines names none (all are tried)."""
 
-    def __init__(self, patterns: Sequence[EnginePattern], compile_fn, name: str) -> None:
+    def __init__(self, patterns: Sequence[EnginePattern], name: str) -> None:
+        import re2
+
         self.name = name
         parts = []
+        self._set = re2.Set.SearchSet(re2_options())
         for p in patterns:
             src = p.source
             # a pattern's own leading "(?i)" must become a scoped group inside the
@@ -123,20 +131,24 @@ class _AlternationEngine(_Engine):
             lead = _LEADING_FLAGS.match(src)
             if lead:
                 src = b"(?" + lead.group(1) + b":" + src[lead.end() :] + b")"
-            parts.append(b"(?i:" + src + b")" if p.caseless else b"(?:" + src + b")")
-        self._rx = compile_fn(b"(?m)" + b"|".join(parts)) if parts else None
+            part = b"(?i:" + src + b")" if p.caseless else b"(?:" + src + b")"
+            parts.append(part)
+            self._set.Add(b"(?m)" + part)
+        self._set.Compile()
+        self._rx = re2.compile(b"(?m)" + b"|".join(parts), re2_options()) if parts else None
 
     def candidates(self, data: bytes, lo: int = 0, hi: int | None = None):
         if self._rx is None:
             return
         pos, n = lo, (len(data) if hi is None else hi)
         search = self._rx.search
+        which = self._set.Match
         while pos < n:
             m = search(data, pos, n)
             if m is None:
                 return
             start, end = _line_span(data, m.start())
-            if m.end() > end:  # matched across a newline (\s or [^x]); confirm each line
+            if m.end() > end + 1:  # matched across a newline: each line, every pattern
                 end2 = _line_span(data, m.end() - 1)[1]
                 while start < end2:
                     s, e = _line_span(data, start)
@@ -144,8 +156,44 @@ class _AlternationEngine(_Engine):
                     start = e + 1
                 pos = end2 + 1
                 continue
-            yield start, end, None
+            ids = which(data[start : min(end + 1, n)])
+            yield start, end, (frozenset(ids) if ids else None)
             pos = end + 1
+
+
+def _cached_database(expressions: list[bytes], flags: list[int]) -> Any:
+    """A Hyperscan database for these patterns: compiled (a few tenths of a second
+    for the knowledge base) or, when the same patterns were compiled before,
+    read back from the cache directory (a millisecond)."""
+    import hashlib
+
+    import hyperscan
+
+    from spark_tui import paths
+
+    key = hashlib.sha256(repr((getattr(hyperscan, "__version__", ""), expressions, flags)).encode())
+    path = paths.cache_dir() / f"hyperscan-{key.hexdigest()[:32]}.db"
+    try:
+        db = hyperscan.loadb(path.read_bytes(), hyperscan.HS_MODE_BLOCK)
+        db.scratch = hyperscan.Scratch(db)
+        return db
+    except Exception:  # none yet, or unreadable: compile (and keep it for next time)
+        pass
+    db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+    db.compile(
+        expressions=expressions,
+        ids=list(range(len(expressions))),
+        elements=len(expressions),
+        flags=flags,
+    )
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(hyperscan.dumpb(db))
+        os.replace(tmp, path)
+    except OSError:  # a read-only home: compile every time
+        pass
+    return db
 
 
 class _HyperscanEngine(_Engine):
@@ -157,20 +205,14 @@ class _HyperscanEngine(_Engine):
         self._db = None
         if not patterns:
             return
-        db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+        expressions = [p.source for p in patterns]
         flags = []
         for p in patterns:
             f = hyperscan.HS_FLAG_ALLOWEMPTY | hyperscan.HS_FLAG_MULTILINE
             if p.caseless:
                 f |= hyperscan.HS_FLAG_CASELESS
             flags.append(f)
-        db.compile(
-            expressions=[p.source for p in patterns],
-            ids=list(range(len(patterns))),
-            elements=len(patterns),
-            flags=flags,
-        )
-        self._db = db
+        self._db = _cached_database(expressions, flags)
 
     def candidates(self, data: bytes, lo: int = 0, hi: int | None = None):
         if self._db is None:
@@ -266,6 +308,29 @@ def required_literals(pattern: bytes, ignore_case: bool) -> tuple[frozenset[byte
     return best, caseless
 
 
+def required_sequence(
+    pattern: bytes, ignore_case: bool
+) -> tuple[list[frozenset[bytes]], bool, bool, bool]:
+    """Every set of literals a match must contain one of, in the order they occur;
+    whether the pattern starts with the first set and ends with the last (nothing
+    can come before or after them); whether to fold case (then all are lower-case)."""
+    parsed = _sre_parse.parse(pattern, re.IGNORECASE if ignore_case else 0)
+    caseless = bool(parsed.state.flags & re.IGNORECASE) or _mentions_ignorecase(parsed)
+    ops = [(op, av) for op, av in parsed if op is not _sre.AT]
+    seq = [s for s in _required(ops) if s]
+    starts = ends = False
+    if seq and ops:
+        k = next((i for i, (op, _) in enumerate(ops) if op is not _sre.LITERAL), len(ops))
+        first = [s for s in _required(ops[: max(k, 1)]) if s]
+        starts = bool(first) and first[0] == seq[0]
+        j = next((i for i in range(len(ops) - 1, -1, -1) if ops[i][0] is not _sre.LITERAL), -1)
+        last = [s for s in _required(ops[min(j + 1, len(ops) - 1) :]) if s]
+        ends = bool(last) and last[-1] == seq[-1]
+    if caseless:
+        seq = [frozenset(x.lower() for x in s) for s in seq]
+    return seq, starts, ends, caseless
+
+
 class _LiteralEngine(_Engine):
     """A literal prefilter in plain Python: a line is a candidate for a pattern
     only if it holds one of the pattern's required literals (a match lies within
@@ -279,15 +344,17 @@ class _LiteralEngine(_Engine):
         rest: list[EnginePattern] = []
         rest_ids: list[int] = []
         for pid, p in enumerate(patterns):
-            lits, caseless = required_literals(p.source, p.caseless)
+            lits, caseless = (
+                required_literals(p.source, p.caseless) if p.prefilter else (None, False)
+            )
             if lits is None:
                 rest.append(p)
                 rest_ids.append(pid)
             else:
                 self._literals.extend((pid, lit, caseless) for lit in sorted(lits))
         self._caseless = any(c for _, _, c in self._literals)
-        self._rest = _AlternationEngine(rest, _re2_alternation, "re") if rest else None
-        self._rest_ids = frozenset(rest_ids)
+        self._rest = _AlternationEngine(rest, "re") if rest else None
+        self._rest_ids = rest_ids
 
     def candidates(self, data: bytes, lo: int = 0, hi: int | None = None):
         hi = len(data) if hi is None else hi
@@ -301,17 +368,26 @@ class _LiteralEngine(_Engine):
                 lines.setdefault(start, (end, set()))[1].add(pid)
                 pos = hay.find(lit, end, hi)
         if self._rest is not None:
-            for start, end, _ids in self._rest.candidates(data, lo, hi):
-                lines.setdefault(start, (end, set()))[1].update(self._rest_ids)
+            for start, end, ids in self._rest.candidates(data, lo, hi):
+                named = self._rest_ids if ids is None else [self._rest_ids[i] for i in ids]
+                lines.setdefault(start, (end, set()))[1].update(named)
         for start in sorted(lines):
             end, ids = lines[start]
             yield start, end, frozenset(ids)
 
 
-def _re2_alternation(source: bytes) -> Any:
-    import re2
+def available_engine(prefer: str | None = None) -> str:
+    """The engine `make_engine` will use: `prefer`, else the fastest installed."""
+    if prefer:
+        if prefer not in ENGINES:
+            raise ValueError(f"unknown matcher engine {prefer!r}")
+        return prefer
+    try:
+        import hyperscan  # noqa: F401
 
-    return re2.compile(source, re2_options())
+        return "hyperscan"
+    except ImportError:
+        return "re2"
 
 
 def make_engine(patterns: Sequence[EnginePattern], prefer: str | None) -> _Engine:
@@ -321,10 +397,12 @@ def make_engine(patterns: Sequence[EnginePattern], prefer: str | None) -> _Engin
             if name == "hyperscan":
                 return _HyperscanEngine(patterns)
             if name == "re2":
-                return _AlternationEngine(patterns, _re2_alternation, "re2")
+                return _AlternationEngine(patterns, "re2")
             if name == "re":
                 return _LiteralEngine(patterns)
         except ImportError:
+            if prefer:
+                raise
             continue
         except Exception:  # an engine that cannot take these patterns: try the next
             if prefer:

@@ -30,11 +30,13 @@ from spark_tui.kb import paste
 from spark_tui.kb.engines import (
     ENGINES,
     EnginePattern,
+    available_engine,
     compile_confirm,
     engine_rejects,
     literal_pattern,
     make_engine,
     required_literals,
+    required_sequence,
 )
 from spark_tui.kb.schema import FROM_LOG, LogSignature, Wall, severity_for
 
@@ -100,11 +102,13 @@ class _Pattern(EnginePattern):
     wall_index: int = 0
     sig_index: int = 0
     role: str = HEAD
-    rx: Any = None  # RE2, for confirmation (None for fragments)
-    owner: int = -1  # a fragment's pattern
+    rx: Any = None  # RE2, for confirmation (None for wrap candidates)
+    owner: int = -1  # the pattern a wrap candidate is for
 
 
-def _patterns(walls: list[Wall]) -> tuple[list[tuple[int, LogSignature]], list[_Pattern]]:
+def _patterns(
+    walls: list[Wall], engine: str = "hyperscan"
+) -> tuple[list[tuple[int, LogSignature]], list[_Pattern]]:
     sigs: list[tuple[int, LogSignature]] = []
     pats: list[_Pattern] = []
     for wi, wall in enumerate(walls):
@@ -115,16 +119,13 @@ def _patterns(walls: list[Wall]) -> tuple[list[tuple[int, LogSignature]], list[_
                 if text:
                     src = text.encode()
                     rx = compile_confirm(src, sig.ignore_case)
-                    pats.append(_Pattern(src, sig.ignore_case, wi, si, role, rx))
+                    pats.append(_Pattern(src, sig.ignore_case, True, wi, si, role, rx))
     frags: list[_Pattern] = []
-    for pid, p in enumerate(pats):  # where a wrap may split a pattern's words
-        lits, caseless = required_literals(p.source, p.caseless)
-        for lit in sorted(lits or ()):
-            for piece in paste.fragments(lit):
-                frags.append(
-                    _Pattern(literal_pattern(piece), caseless, p.wall_index, p.sig_index, FRAG)
-                )
-                frags[-1].owner = pid
+    for pid, p in enumerate(pats):  # where a paste's wrap may split a pattern's words
+        seq, starts, ends, caseless = required_sequence(p.source, p.caseless)
+        bounded = engine == "hyperscan"
+        for src in paste.wrap_candidates(seq, starts, ends, literal_pattern, bounded):
+            frags.append(_Pattern(src, caseless, False, p.wall_index, p.sig_index, FRAG, None, pid))
     return sigs, pats + frags
 
 
@@ -133,13 +134,12 @@ class Matcher:
 
     def __init__(self, walls: Iterable[Wall], engine: str | None = None) -> None:
         self.walls: list[Wall] = [w for w in walls if w.signatures]
-        self.sigs, self.patterns = _patterns(self.walls)
-        self.engine = make_engine(self.patterns, engine)
+        name = available_engine(engine)
+        self.sigs, self.patterns = _patterns(self.walls, name)
+        self.engine = make_engine(self.patterns, name)
         self._plain = tuple(i for i, p in enumerate(self.patterns) if p.role != FRAG)
-        # for engines that cannot name the patterns: (literal, caseless, owner) of each fragment
-        self._frags = tuple(
-            (_literal_of(p.source), p.caseless, p.owner) for p in self.patterns if p.role == FRAG
-        )
+        # with engines that cannot name the patterns, a wrap may have split any of them
+        self._wrappable = frozenset(p.owner for p in self.patterns if p.role == FRAG)
 
     def stream(self) -> MatchStream:
         return MatchStream(self)
@@ -235,29 +235,34 @@ class MatchStream:
         self, st: _SourceState, source: str, raw: bytes, line_no: int, ids
     ) -> tuple[list[Hit], frozenset[int]]:
         """Hits on this line alone, and the patterns to try across its neighbours."""
-        line = paste.clean_line(raw)
+        pats = self.m.patterns
+        owners: set[int] = set()
+        if ids is None:  # the engine cannot say which: every pattern, every fragment
+            line = paste.clean_line(raw)
+            owners.update(self.m._wrappable)
+            plain: list[int] = list(self.m._plain)
+        else:
+            plain = []
+            for pid in sorted(ids):
+                if pats[pid].role == FRAG:
+                    owners.add(pats[pid].owner)
+                else:
+                    plain.append(pid)
+            if not plain:  # only pieces of words: nothing to confirm on the line alone
+                return [], frozenset(owners)
+            line = paste.clean_line(raw)
         hits: list[Hit] = []
         done_walls: set[int] = set()
-        matched: set[int] = set()
-        owners: set[int] = set()
-        pats = self.m.patterns
-        if ids is None:  # the engine cannot say which: every pattern, every fragment
-            ids = self.m._plain
-            folded = line.lower()
-            owners.update(o for lit, fold, o in self.m._frags if lit in (folded if fold else line))
-        for pid in sorted(ids):
+        for pid in plain:
             p = pats[pid]
-            if p.role == FRAG:
-                owners.add(p.owner)
-                continue
             if p.rx.search(line) is None:
                 continue
-            matched.add(pid)
+            owners.discard(pid)
             hit = self._on_match(st, source, pid, line_no, line)
             if hit is not None and p.wall_index not in done_walls:
                 hits.append(hit)
                 done_walls.add(p.wall_index)
-        return hits, frozenset(owners - matched)
+        return hits, frozenset(owners)
 
     # -- runs of wrapped lines -----------------------------------------------------
     def _try_run(self, st: _SourceState, source: str, run: _Run) -> list[Hit]:
@@ -412,6 +417,10 @@ class MatchStream:
             hits.extend(found)
             if owners:
                 before = self._before(st, body, lo, start, line_no)
+                nxt = body.find(b"\n", end + 1, hi) if end + 1 < hi else -2
+                after = None if nxt == -2 else body[end + 1 : nxt if nxt >= 0 else hi]
+                if not paste.may_wrap(before[0][1] if before else None, body[start:end], after):
+                    continue
                 run = self._start_run(st, owners, line_no, body[start:end], before)
                 if run is not None:
                     new_due = self._feed_runs(st, [run], body, end + 1, hi, line_no + 1)
@@ -492,11 +501,6 @@ class MatchStream:
             st.recent = [x for x in st.recent if x[0] < (tail[0][0] if tail else last + 1)][
                 -(paste.WRAP_BACK - len(tail)) :
             ] + tail
-
-
-def _literal_of(source: bytes) -> bytes:
-    """The bytes a fragment's pattern (engines.literal_pattern) stands for."""
-    return re.sub(rb"\\x([0-9a-f]{2})", lambda m: bytes([int(m.group(1), 16)]), source)
 
 
 def scan_stream(

@@ -14,6 +14,7 @@ half of a signature's required literal (`fragments`), so healthy lines cost noth
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Sequence
 
@@ -28,7 +29,7 @@ _COLOUR = re.compile(
 MIN_WRAP_COLS = 40  # a line shorter than this was not wrapped by a paste
 WRAP_BACK = 3  # lines before a candidate line that a join may take in
 WRAP_FWD = 3  # lines after it
-MIN_FRAGMENT = 5  # half-literals shorter than this would make most lines candidates
+MIN_FRAGMENT = 9  # a piece of a literal at a line's edge shorter than this is too common
 
 # What starts a new record rather than continuing a wrapped one: blank or indented
 # lines (traceback source lines), brackets ([time], [rank0]:), process prefixes
@@ -68,6 +69,22 @@ def continues(prev: bytes, line: bytes) -> bytes | None:
     return line
 
 
+def may_wrap(prev: bytes | None, line: bytes, nxt: bytes | None) -> bool:
+    """A quick look at raw neighbours: could `line` be part of a wrapped run?
+    (`nxt` None: not known yet.) Only a no here is certain; a yes is checked on
+    clean lines."""
+    if prev is not None and continues(_rough(prev), _rough(line)) is not None:
+        return True
+    return nxt is None or continues(_rough(line), _rough(nxt)) is not None
+
+
+def _rough(line: bytes) -> bytes:
+    """Clean only where colour codes change how the line starts or how long it is."""
+    if b"\x1b" in line or line.startswith((b"[", b"^[")) or line.endswith(b"m"):
+        return clean_line(line)
+    return line.rstrip(b"\r")
+
+
 def _joined(parts: Sequence[bytes], sep: bytes) -> tuple[bytes, list[tuple[int, int]]]:
     spans: list[tuple[int, int]] = []
     out = bytearray()
@@ -97,12 +114,65 @@ def crosses(span: tuple[int, int], spans: Sequence[tuple[int, int]]) -> int | No
     return touched[0] if len(touched) >= 2 else None
 
 
-def fragments(literal: bytes) -> list[bytes]:
-    """Pieces of a required literal such that, however a wrap splits it, one of them
-    is whole on the line where the wrap happened or on the next: its first and its
-    last half (overlapping by one byte), or the literal itself when short."""
-    n = len(literal)
-    half = (n + 1) // 2
-    if half < MIN_FRAGMENT:
-        return [literal]
-    return [literal[:half], literal[half - 1 :]]
+SPLIT_LITERAL = 10  # a literal this long is looked for split by a wrap (shorter: whole only)
+BOUNDED_REST = (
+    12  # Hyperscan looks for the rest of a split literal near a line's start if this long
+)
+EDGE_SLACK = 16  # how far from its first or last literal a pattern's break is looked for
+STRONG_LITERAL = 9  # a literal this long is rare in healthy lines, whole or split
+_END = rb"[ \r]*\n"  # padding may follow a break
+
+
+def wrap_candidates(
+    literals: Sequence[frozenset[bytes]], starts: bool, ends: bool, escape, bounded: bool
+) -> list[bytes]:
+    """Regexes (for the candidate engines, over whole chunks) that find where a
+    paste may have wrapped a match of a pattern whose required literals are
+    `literals` (in order; one of each set occurs). Each holds a rare literal, so
+    the engines stay fast and healthy lines are almost never candidates; the
+    matcher then checks the lines around for real.
+
+    * a line ends inside a literal: its first half (or more) ends the line;
+    * the next line starts inside it: it starts with what is left of it;
+    * the break fell between two literals: they are on neighbouring lines;
+    * the break fell before the first or after the last: it starts or ends a line.
+    `starts`/`ends`: nothing of the pattern comes before the first literal / after
+    the last. `escape` turns bytes into a regex that matches them. Both forms of
+    the second kind find every such line: `bounded` (Hyperscan: one literal, its
+    second half, near the line's start; cheap to compile and scan there) or exact
+    (RE2: an alternation of every rest of it, which a DFA runs fast)."""
+    # a reflow drops the space it breaks at: literals are looked for without their edge spaces
+    literals = [frozenset(x.strip(b" ") for x in ls) for ls in literals]
+    strong = [ls for ls in literals if min(map(len, ls)) >= STRONG_LITERAL]
+    if not strong:
+        weak = [ls for ls in literals if min(map(len, ls)) >= MIN_FRAGMENT]
+        strong = [max(weak, key=lambda ls: min(map(len, ls)))] if weak else []
+    out: list[bytes] = []
+
+    def alt(items) -> bytes:
+        return b"(?:" + b"|".join(escape(x) for x in sorted(set(items))) + b")"
+
+    for ls in strong:  # a line break inside one of them
+        for lit in sorted(ls):
+            n = len(lit)
+            if n < SPLIT_LITERAL:
+                continue
+            half = (n + 1) // 2
+            # after k >= half bytes: the line ends with lit[:k] (padding may follow)
+            out.append(escape(lit[:half]) + rb"[^\n]{0,%d}" % (n - half) + _END)
+            # after k < half bytes: the next line starts with lit[k:], or lit[k+1:]
+            # when the break took a space (a colour code or a space may come first)
+            if bounded and n - half >= BOUNDED_REST:  # (a shorter rest is too common)
+                out.append(rb"^[^\n]{0,%d}" % (half + 8) + escape(lit[half:]))
+            else:
+                rests = {lit[k:] for k in range(1, half + 1)}
+                out.append(rb"^(?:\[[0-9;]+m)? ?" + alt(rests))
+    for a, b in itertools.pairwise(strong):  # the break fell between two of them
+        out.append(alt(a) + rb"[^\n]*\n(?:[^\n]*\n){0,%d}[^\n]*" % (WRAP_FWD - 1) + alt(b))
+    starts = starts and bool(strong) and strong[0] == literals[0]
+    ends = ends and bool(strong) and strong[-1] == literals[-1]
+    if strong and not starts:  # ... or just before the first
+        out.append(rb"^ ?" + alt(strong[0]))
+    if strong and not ends:  # ... or shortly after the last
+        out.append(alt(strong[-1]) + rb"[^\n]{0,%d}" % EDGE_SLACK + _END)
+    return out
