@@ -47,7 +47,18 @@ WALL_FIELDS = {
     "references": True,
     "explain": False,
 }
-LOG_SIG_FIELDS = {"log", "then", "within", "ignore_case", "after", "times", "confidence", "confirm"}
+LOG_SIG_FIELDS = {
+    "log",
+    "then",
+    "within",
+    "ignore_case",
+    "after",
+    "reset",
+    "unless",
+    "times",
+    "confidence",
+    "confirm",
+}
 RULE_FIELDS = {"when", "for", "scope"}
 CAUSE_FIELDS = {"id", "title", "when", "fixes"}
 FIX_FIELDS = {"id", "title", "risk", "root", "actions", "verify", "note"}
@@ -168,6 +179,10 @@ def _signatures(
             pattern = c.regex(sig.get("log"), sig, "log", flags)
             then = c.regex(sig["then"], sig, "then", flags) if "then" in sig else None
             after = c.regex(sig["after"], sig, "after", flags) if "after" in sig else None
+            reset = c.regex(sig["reset"], sig, "reset", flags) if "reset" in sig else None
+            unless = c.regex(sig["unless"], sig, "unless", flags) if "unless" in sig else None
+            if reset and not after:
+                c.err(f"{where}: 'reset' only means something with 'after'", sig, "reset")
             within = sig.get("within", 30)
             if not isinstance(within, int) or isinstance(within, bool) or within < 1:
                 c.err(f"{where}: 'within' must be a positive number of lines", sig, "within")
@@ -191,6 +206,8 @@ def _signatures(
                         ignore_case,
                         line_of(raw, i) or 0,
                         after=after or None,
+                        reset=reset or None,
+                        unless=unless or None,
                         times=times,
                         confidence=confidence,
                         confirm=confirm,

@@ -22,7 +22,7 @@ length never raise and never lose the lines after them.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
@@ -60,7 +60,7 @@ MAX_WRAP_LINE = 4096  # a longer line was not made by a paste's wrapping
 _ESC = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 
 # pattern roles
-HEAD, THEN, AFTER, FRAG = "log", "then", "after", "fragment"
+HEAD, THEN, AFTER, RESET, FRAG = "log", "then", "after", "reset", "fragment"
 
 
 def strip_ansi(data: bytes) -> bytes:
@@ -115,13 +115,16 @@ def _patterns(
         for sig in wall.signatures:
             si = len(sigs)
             sigs.append((wi, sig))
-            for role, text in ((AFTER, sig.after), (HEAD, sig.pattern), (THEN, sig.then)):
+            roles = ((RESET, sig.reset), (AFTER, sig.after), (HEAD, sig.pattern), (THEN, sig.then))
+            for role, text in roles:
                 if text:
                     src = text.encode()
                     rx = compile_confirm(src, sig.ignore_case)
                     pats.append(_Pattern(src, sig.ignore_case, True, wi, si, role, rx))
     frags: list[_Pattern] = []
     for pid, p in enumerate(pats):  # where a paste's wrap may split a pattern's words
+        if p.role == RESET:  # a reset line only has to be seen whole
+            continue
         seq, starts, ends, caseless = required_sequence(p.source, p.caseless)
         bounded = engine == "hyperscan"
         for src in paste.wrap_candidates(seq, starts, ends, literal_pattern, bounded):
@@ -136,6 +139,12 @@ class Matcher:
         self.walls: list[Wall] = [w for w in walls if w.signatures]
         name = available_engine(engine)
         self.sigs, self.patterns = _patterns(self.walls, name)
+        # words that must not be on a signature's line (a more specific wall's)
+        self.unless = {
+            si: compile_confirm(sig.unless.encode(), sig.ignore_case)
+            for si, (_, sig) in enumerate(self.sigs)
+            if sig.unless
+        }
         self.engine = make_engine(self.patterns, name)
         self._plain = tuple(i for i, p in enumerate(self.patterns) if p.role != FRAG)
         # with engines that cannot name the patterns, a wrap may have split any of them
@@ -205,12 +214,20 @@ class MatchStream:
         line_no: int,
         text: bytes,
         lines: tuple[tuple[int, str], ...] = (),
+        logical: Callable[[], bytes] | None = None,
     ) -> Hit | None:
         p = self.m.patterns[pid]
         wi, sig = self.m.sigs[p.sig_index]
         si = p.sig_index
         if p.role == AFTER:
             st.armed.add(si)
+            return None
+        if p.role == RESET:
+            st.armed.discard(si)
+            st.counts.pop(si, None)
+            return None
+        unless = self.m.unless.get(si)
+        if unless is not None and unless.search(logical() if logical else text) is not None:
             return None
         if p.role == HEAD:
             if sig.after and si not in st.armed:
@@ -232,7 +249,7 @@ class MatchStream:
 
     # -- confirmation of one line --------------------------------------------------
     def _confirm(
-        self, st: _SourceState, source: str, raw: bytes, line_no: int, ids
+        self, st: _SourceState, source: str, raw: bytes, line_no: int, ids, before=None
     ) -> tuple[list[Hit], frozenset[int]]:
         """Hits on this line alone, and the patterns to try across its neighbours."""
         pats = self.m.patterns
@@ -258,7 +275,8 @@ class MatchStream:
             if p.rx.search(line) is None:
                 continue
             owners.discard(pid)
-            hit = self._on_match(st, source, pid, line_no, line)
+            logical = (lambda: self._logical(line, before())) if before else None
+            hit = self._on_match(st, source, pid, line_no, line, (), logical)
             if hit is not None and p.wall_index not in done_walls:
                 hits.append(hit)
                 done_walls.add(p.wall_index)
@@ -285,7 +303,13 @@ class MatchStream:
                     last = max(i for i, (a, b) in enumerate(spans) if m.start() < b and m.end() > a)
                     lines = tuple((n, to_text(t)) for n, t in run.lines[first : last + 1])
                     hit = self._on_match(
-                        st, source, pid, line_no, joined[m.start() : m.end()], lines
+                        st,
+                        source,
+                        pid,
+                        line_no,
+                        joined[m.start() : m.end()],
+                        lines,
+                        lambda j=joined: j,
                     )
                     if hit is not None:
                         hits.append(
@@ -302,6 +326,19 @@ class MatchStream:
         if len(st.joined) > 4096:  # only the lines of open runs can come back
             st.joined.clear()
         return hits
+
+    @staticmethod
+    def _logical(line: bytes, before: list[tuple[int, bytes]]) -> bytes:
+        """A line with the lines a paste wrapped before it: the record it belongs to."""
+        parts = [line]
+        for _n, prev_raw in before:  # nearest first
+            prev = paste.clean_line(prev_raw)
+            rest = paste.continues(prev, parts[0])
+            if rest is None:
+                break
+            parts[0] = rest
+            parts.insert(0, prev)
+        return b"".join(parts)
 
     def _extend(self, run: _Run, line_no: int, raw: bytes) -> None:
         """Offer a run the next line: it takes it in, or closes before it."""
@@ -413,7 +450,14 @@ class MatchStream:
             counted_to = start
             if due:
                 hits.extend(self._flush(st, source, due, line_no))
-            found, owners = self._confirm(st, source, body[start:end], line_no, ids)
+            found, owners = self._confirm(
+                st,
+                source,
+                body[start:end],
+                line_no,
+                ids,
+                lambda s=start, n=line_no: self._before(st, body, lo, s, n),
+            )
             hits.extend(found)
             if owners:
                 before = self._before(st, body, lo, start, line_no)

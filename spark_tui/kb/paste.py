@@ -114,10 +114,12 @@ def crosses(span: tuple[int, int], spans: Sequence[tuple[int, int]]) -> int | No
     return touched[0] if len(touched) >= 2 else None
 
 
-SPLIT_LITERAL = 10  # a literal this long is looked for split by a wrap (shorter: whole only)
+SPLIT_LITERAL = 9  # a literal this long is looked for split by a wrap (shorter: whole only)
 BOUNDED_REST = (
     12  # Hyperscan looks for the rest of a split literal near a line's start if this long
 )
+MIN_HEAD = 6  # a line's end is looked for from this many bytes of a literal on
+EDGE_LITERAL = 14  # a literal this long is looked for at a line's edge (a break before/after it)
 EDGE_SLACK = 16  # how far from its first or last literal a pattern's break is looked for
 STRONG_LITERAL = 9  # a literal this long is rare in healthy lines, whole or split
 _END = rb"[ \r]*\n"  # padding may follow a break
@@ -157,7 +159,7 @@ def wrap_candidates(
             n = len(lit)
             if n < SPLIT_LITERAL:
                 continue
-            half = (n + 1) // 2
+            half = max((n + 1) // 2, MIN_HEAD)
             # after k >= half bytes: the line ends with lit[:k] (padding may follow)
             out.append(escape(lit[:half]) + rb"[^\n]{0,%d}" % (n - half) + _END)
             # after k < half bytes: the next line starts with lit[k:], or lit[k+1:]
@@ -171,6 +173,9 @@ def wrap_candidates(
         out.append(alt(a) + rb"[^\n]*\n(?:[^\n]*\n){0,%d}[^\n]*" % (WRAP_FWD - 1) + alt(b))
     starts = starts and bool(strong) and strong[0] == literals[0]
     ends = ends and bool(strong) and strong[-1] == literals[-1]
+    if strong:  # a short literal at a line's edge is too common to look for
+        starts = starts or min(map(len, strong[0])) < EDGE_LITERAL
+        ends = ends or min(map(len, strong[-1])) < EDGE_LITERAL
     if strong and not starts:  # ... or just before the first
         out.append(rb"^ ?" + alt(strong[0]))
     if strong and not ends:  # ... or shortly after the last

@@ -85,9 +85,11 @@ DEFAULT_TARGET: dict[str, str] = {"stop-stack": "all", "restart-ray": "all", "re
 class LogSignature:
     """A regex over one log line; with `then`, a second regex that must match
     within `within` lines after the first (multi-line evidence); with `after`, a
-    regex that must have matched earlier in the same log; with `times`, the
-    number of matching lines it takes. `confidence` is what a match alone says
-    (from-log or suspected); `confirm` are the readings that would confirm it."""
+    regex that must have matched earlier in the same log (and `reset`, not since);
+    with `times`, the number of matching lines it takes; with `unless`, words that
+    must not be on the same line (a more specific wall's). `confidence` is what a
+    match alone says (from-log or suspected); `confirm` are the readings that
+    would confirm it."""
 
     pattern: str
     then: str | None = None
@@ -95,6 +97,8 @@ class LogSignature:
     ignore_case: bool = False
     line: int = 0  # where it was written, for error messages
     after: str | None = None
+    reset: str | None = None
+    unless: str | None = None
     times: int = 1
     confidence: str = FROM_LOG
     confirm: tuple[Condition, ...] = ()
