@@ -111,6 +111,18 @@ def _line_span(data: bytes, pos: int) -> tuple[int, int]:
 
 
 _LEADING_FLAGS = re.compile(rb"^\(\?([aiLmsux]+)\)")
+_SPANS_LINES = rb"\n(?:"  # a line break inside a pattern (the wrap candidates' pairs)
+MULTI_LINES = 4  # how many lines such a pattern spans at most
+
+
+def _nth_line_end(data: bytes, pos: int, count: int) -> int:
+    """The offset just past the `count`-th newline at or after pos (or the end)."""
+    for _ in range(count):
+        nl = data.find(b"\n", pos)
+        if nl < 0:
+            return len(data)
+        pos = nl + 1
+    return pos
 
 
 class _AlternationEngine(_Engine):
@@ -136,6 +148,10 @@ class _AlternationEngine(_Engine):
             self._set.Add(b"(?m)" + part)
         self._set.Compile()
         self._rx = re2.compile(b"(?m)" + b"|".join(parts), re2_options()) if parts else None
+        # patterns that run over line breaks: a match of another pattern earlier on the same
+        # line must not hide them (the scan goes on from the next line)
+        multi = [part for part, p in zip(parts, patterns, strict=True) if _SPANS_LINES in p.source]
+        self._multi = re2.compile(b"(?m)" + b"|".join(multi), re2_options()) if multi else None
 
     def candidates(self, data: bytes, lo: int = 0, hi: int | None = None):
         if self._rx is None:
@@ -159,6 +175,16 @@ class _AlternationEngine(_Engine):
             ids = which(data[start : min(end + 1, n)])
             yield start, end, (frozenset(ids) if ids else None)
             pos = end + 1
+            if self._multi is not None:  # one that starts on this line and runs on
+                window = min(n, _nth_line_end(data, end, MULTI_LINES))
+                m2 = self._multi.search(data, start, window)
+                if m2 is not None and m2.start() <= end < m2.end() - 1:
+                    end2 = _line_span(data, m2.end() - 1)[1]
+                    while pos < end2:
+                        s, e = _line_span(data, pos)
+                        yield s, e, None
+                        pos = e + 1
+                    pos = end2 + 1
 
 
 def _cached_database(expressions: list[bytes], flags: list[int]) -> Any:

@@ -247,27 +247,42 @@ class MatchStream:
         first = lines or ((line_no, to_text(text)),)
         return Hit(self.m.walls[wi], source, line_no, to_text(text), sig, (head, *first))
 
+    def _moot(self, st: _SourceState, pid: int) -> bool:
+        """Whether a match of this pattern could change nothing now (a signature's
+        `after` already seen, its `reset` with nothing to reset, its line or its
+        `then` waiting for an `after` or a first line that has not come)."""
+        p = self.m.patterns[pid]
+        si = p.sig_index
+        if p.role == AFTER:
+            return si in st.armed
+        if p.role == RESET:
+            return si not in st.armed and si not in st.counts
+        if p.role == THEN:
+            return si not in st.pending
+        return bool(self.m.sigs[si][1].after) and si not in st.armed
+
     # -- confirmation of one line --------------------------------------------------
     def _confirm(
         self, st: _SourceState, source: str, raw: bytes, line_no: int, ids, before=None
     ) -> tuple[list[Hit], frozenset[int]]:
         """Hits on this line alone, and the patterns to try across its neighbours."""
         pats = self.m.patterns
+        moot = self._moot
         owners: set[int] = set()
         if ids is None:  # the engine cannot say which: every pattern, every fragment
-            line = paste.clean_line(raw)
-            owners.update(self.m._wrappable)
-            plain: list[int] = list(self.m._plain)
+            owners.update(o for o in self.m._wrappable if not moot(st, o))
+            plain: list[int] = [pid for pid in self.m._plain if not moot(st, pid)]
         else:
             plain = []
             for pid in sorted(ids):
                 if pats[pid].role == FRAG:
-                    owners.add(pats[pid].owner)
-                else:
+                    if not moot(st, pats[pid].owner):
+                        owners.add(pats[pid].owner)
+                elif not moot(st, pid):
                     plain.append(pid)
-            if not plain:  # only pieces of words: nothing to confirm on the line alone
-                return [], frozenset(owners)
-            line = paste.clean_line(raw)
+        if not plain:  # nothing to confirm on the line alone
+            return [], frozenset(owners)
+        line = paste.clean_line(raw)
         hits: list[Hit] = []
         done_walls: set[int] = set()
         for pid in plain:

@@ -123,6 +123,7 @@ EDGE_LITERAL = 14  # a literal this long is looked for at a line's edge (a break
 EDGE_SLACK = 16  # how far from its first or last literal a pattern's break is looked for
 STRONG_LITERAL = 9  # a literal this long is rare in healthy lines, whole or split
 _END = rb"[ \r]*\n"  # padding may follow a break
+_START = rb"^(?:(?:\^\[)?\[[0-9;]+m)* ?"  # colour codes (ESC lost) and a space may lead
 
 
 def wrap_candidates(
@@ -168,7 +169,7 @@ def wrap_candidates(
                 out.append(rb"^[^\n]{0,%d}" % (half + 8) + escape(lit[half:]))
             else:
                 rests = {lit[k:] for k in range(1, half + 1)}
-                out.append(rb"^(?:\[[0-9;]+m)? ?" + alt(rests))
+                out.append(_START + alt(rests))
     for a, b in itertools.pairwise(strong):  # the break fell between two of them
         out.append(alt(a) + rb"[^\n]*\n(?:[^\n]*\n){0,%d}[^\n]*" % (WRAP_FWD - 1) + alt(b))
     starts = starts and bool(strong) and strong[0] == literals[0]
@@ -177,7 +178,7 @@ def wrap_candidates(
         starts = starts or min(map(len, strong[0])) < EDGE_LITERAL
         ends = ends or min(map(len, strong[-1])) < EDGE_LITERAL
     if strong and not starts:  # ... or just before the first
-        out.append(rb"^ ?" + alt(strong[0]))
+        out.append(_START + alt(strong[0]))
     if strong and not ends:  # ... or shortly after the last
         out.append(alt(strong[-1]) + rb"[^\n]{0,%d}" % EDGE_SLACK + _END)
     return out
