@@ -81,11 +81,14 @@ def literal_pattern(literal: bytes) -> bytes:
 @dataclass
 class EnginePattern:
     """What an engine needs of a pattern: its regex source and case folding;
-    `prefilter` False: the `re` engine finds it with RE2, not by its literals."""
+    `prefilter` False: the `re` engine finds it with RE2, not by its literals;
+    `scan`: a looser regex (a superset) that RE2 scans for instead, cheaper for its
+    DFA than `source` (each line it finds is then checked against `source`)."""
 
     source: bytes
     caseless: bool
     prefilter: bool = True
+    scan: bytes | None = None
 
 
 class _Engine:
@@ -125,6 +128,15 @@ def _nth_line_end(data: bytes, pos: int, count: int) -> int:
     return pos
 
 
+def _scoped(src: bytes, caseless: bool) -> bytes:
+    """A pattern as one alternative of a combined regex: its own leading "(?i)" becomes
+    a scoped group (global flags are refused after the start)."""
+    lead = _LEADING_FLAGS.match(src)
+    if lead:
+        src = b"(?" + lead.group(1) + b":" + src[lead.end() :] + b")"
+    return b"(?i:" + src + b")" if caseless else b"(?:" + src + b")"
+
+
 class _AlternationEngine(_Engine):
     """One combined RE2 pattern finds the lines; after a match, skip to the next
     line. An RE2 set then names the patterns that match such a line (so only
@@ -137,15 +149,8 @@ class _AlternationEngine(_Engine):
         parts = []
         self._set = re2.Set.SearchSet(re2_options())
         for p in patterns:
-            src = p.source
-            # a pattern's own leading "(?i)" must become a scoped group inside the
-            # alternation (global flags are refused after the start)
-            lead = _LEADING_FLAGS.match(src)
-            if lead:
-                src = b"(?" + lead.group(1) + b":" + src[lead.end() :] + b")"
-            part = b"(?i:" + src + b")" if p.caseless else b"(?:" + src + b")"
-            parts.append(part)
-            self._set.Add(b"(?m)" + part)
+            parts.append(_scoped(p.scan or p.source, p.caseless))
+            self._set.Add(b"(?m)" + _scoped(p.source, p.caseless))
         self._set.Compile()
         self._rx = re2.compile(b"(?m)" + b"|".join(parts), re2_options()) if parts else None
         # patterns that run over line breaks: a match of another pattern earlier on the same
@@ -173,7 +178,8 @@ class _AlternationEngine(_Engine):
                 pos = end2 + 1
                 continue
             ids = which(data[start : min(end + 1, n)])
-            yield start, end, (frozenset(ids) if ids else None)
+            if ids:  # (none: only a looser scan regex matched there)
+                yield start, end, frozenset(ids)
             pos = end + 1
             if self._multi is not None:  # one that starts on this line and runs on
                 window = min(n, _nth_line_end(data, end, MULTI_LINES))

@@ -120,15 +120,32 @@ def _patterns(
                 if text:
                     src = text.encode()
                     rx = compile_confirm(src, sig.ignore_case)
-                    pats.append(_Pattern(src, sig.ignore_case, True, wi, si, role, rx))
+                    pats.append(
+                        _Pattern(
+                            src, sig.ignore_case, wall_index=wi, sig_index=si, role=role, rx=rx
+                        )
+                    )
     frags: list[_Pattern] = []
     for pid, p in enumerate(pats):  # where a paste's wrap may split a pattern's words
-        if p.role == RESET:  # a reset line only has to be seen whole
+        if p.role in (
+            RESET,
+            AFTER,
+        ):  # short lines, seen whole (a wrap there costs a candidate a line)
             continue
         seq, starts, ends, caseless = required_sequence(p.source, p.caseless)
-        bounded = engine == "hyperscan"
-        for src in paste.wrap_candidates(seq, starts, ends, literal_pattern, bounded):
-            frags.append(_Pattern(src, caseless, False, p.wall_index, p.sig_index, FRAG, None, pid))
+        for src, scan in paste.wrap_candidates(seq, starts, ends, literal_pattern):
+            frags.append(
+                _Pattern(
+                    src,
+                    caseless,
+                    False,
+                    scan if engine != "hyperscan" else None,
+                    wall_index=p.wall_index,
+                    sig_index=p.sig_index,
+                    role=FRAG,
+                    owner=pid,
+                )
+            )
     return sigs, pats + frags
 
 

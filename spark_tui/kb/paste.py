@@ -45,8 +45,10 @@ _RECORD = re.compile(
     rb"|[A-Za-z_][\w.]*(?:Error|Exception|Warning|Interrupt|Exit)(?::|\(|\s*$)"
     rb"|During handling of the above exception|The above exception was the direct cause"
 )
-# a prefix that a logger repeats on every line of one record: "(raylet) ", "[rank0]: "
-_PREFIX = re.compile(rb"(?:\([^()\n]{1,80}\)|\[[^\[\]\n]{1,40}\]:) ?")
+# a prefix repeated on every line of one record: a logger's "(raylet) ", "[rank0]: ", or
+# `docker compose logs`' "vllm-1  | "
+_PREFIX_RX = rb"(?:\([^()\n]{1,80}\) ?|\[[^\[\]\n]{1,40}\]: ?|[\w.-]{1,60} +\| )"
+_PREFIX = re.compile(_PREFIX_RX)
 
 
 def clean_line(line: bytes) -> bytes:
@@ -115,6 +117,7 @@ def crosses(span: tuple[int, int], spans: Sequence[tuple[int, int]]) -> int | No
 
 
 SPLIT_LITERAL = 9  # a literal this long is looked for split by a wrap (shorter: whole only)
+PREFIX_ROOM = 96  # room for a repeated prefix and colour codes before a continuation's words
 BOUNDED_REST = (
     12  # Hyperscan looks for the rest of a split literal near a line's start if this long
 )
@@ -127,8 +130,8 @@ _START = rb"^(?:(?:\^\[)?\[[0-9;]+m)* ?"  # colour codes (ESC lost) and a space 
 
 
 def wrap_candidates(
-    literals: Sequence[frozenset[bytes]], starts: bool, ends: bool, escape, bounded: bool
-) -> list[bytes]:
+    literals: Sequence[frozenset[bytes]], starts: bool, ends: bool, escape
+) -> list[tuple[bytes, bytes | None]]:
     """Regexes (for the candidate engines, over whole chunks) that find where a
     paste may have wrapped a match of a pattern whose required literals are
     `literals` (in order; one of each set occurs). Each holds a rare literal, so
@@ -140,17 +143,16 @@ def wrap_candidates(
     * the break fell between two literals: they are on neighbouring lines;
     * the break fell before the first or after the last: it starts or ends a line.
     `starts`/`ends`: nothing of the pattern comes before the first literal / after
-    the last. `escape` turns bytes into a regex that matches them. Both forms of
-    the second kind find every such line: `bounded` (Hyperscan: one literal, its
-    second half, near the line's start; cheap to compile and scan there) or exact
-    (RE2: an alternation of every rest of it, which a DFA runs fast)."""
+    the last. `escape` turns bytes into a regex that matches them. Each comes with
+    a looser regex for RE2 to scan for when the exact one is costly for its DFA
+    (a literal "near the start of a line"), or None."""
     # a reflow drops the space it breaks at: literals are looked for without their edge spaces
     literals = [frozenset(x.strip(b" ") for x in ls) for ls in literals]
     strong = [ls for ls in literals if min(map(len, ls)) >= STRONG_LITERAL]
     if not strong:
         weak = [ls for ls in literals if min(map(len, ls)) >= MIN_FRAGMENT]
         strong = [max(weak, key=lambda ls: min(map(len, ls)))] if weak else []
-    out: list[bytes] = []
+    out: list[tuple[bytes, bytes | None]] = []
 
     def alt(items) -> bytes:
         return b"(?:" + b"|".join(escape(x) for x in sorted(set(items))) + b")"
@@ -162,23 +164,25 @@ def wrap_candidates(
                 continue
             half = max((n + 1) // 2, MIN_HEAD)
             # after k >= half bytes: the line ends with lit[:k] (padding may follow)
-            out.append(escape(lit[:half]) + rb"[^\n]{0,%d}" % (n - half) + _END)
+            out.append((escape(lit[:half]) + rb"[^\n]{0,%d}" % (n - half) + _END, None))
             # after k < half bytes: the next line starts with lit[k:], or lit[k+1:]
             # when the break took a space (a colour code or a space may come first)
-            if bounded and n - half >= BOUNDED_REST:  # (a shorter rest is too common)
-                out.append(rb"^[^\n]{0,%d}" % (half + 8) + escape(lit[half:]))
-            else:
+            if n - half >= BOUNDED_REST:  # its second half near the start (after any prefix)
+                near = rb"^[^\n]{0,%d}" % (half + PREFIX_ROOM) + escape(lit[half:])
+                out.append((near, escape(lit[half:])))
+            else:  # (a shorter rest is too common to look for anywhere but the very start)
                 rests = {lit[k:] for k in range(1, half + 1)}
-                out.append(_START + alt(rests))
+                out.append((_START + alt(rests), None))
     for a, b in itertools.pairwise(strong):  # the break fell between two of them
-        out.append(alt(a) + rb"[^\n]*\n(?:[^\n]*\n){0,%d}[^\n]*" % (WRAP_FWD - 1) + alt(b))
+        pair = alt(a) + rb"[^\n]*\n(?:[^\n]*\n){0,%d}[^\n]*" % (WRAP_FWD - 1) + alt(b)
+        out.append((pair, None))
     starts = starts and bool(strong) and strong[0] == literals[0]
     ends = ends and bool(strong) and strong[-1] == literals[-1]
     if strong:  # a short literal at a line's edge is too common to look for
         starts = starts or min(map(len, strong[0])) < EDGE_LITERAL
         ends = ends or min(map(len, strong[-1])) < EDGE_LITERAL
     if strong and not starts:  # ... or just before the first
-        out.append(_START + alt(strong[0]))
+        out.append((_START + alt(strong[0]), None))
     if strong and not ends:  # ... or shortly after the last
-        out.append(alt(strong[-1]) + rb"[^\n]{0,%d}" % EDGE_SLACK + _END)
+        out.append((alt(strong[-1]) + rb"[^\n]{0,%d}" % EDGE_SLACK + _END, None))
     return out
