@@ -195,11 +195,16 @@ class ClusterMonitor:
     def evaluate(self) -> list[DiagnosisRaised]:
         """Evaluate the reading rules over the latest states now (done after every round)."""
         recipe = self._recipe()
+        facts_by_node = self.facts_by_node()
         with self._lock:
             now = self.clock.now()
             states = dict(self._states)
             firings = self._rules.evaluate_states(states, now, recipe)
+            confirmed = self._book.confirm_with(
+                facts_by_node
+            )  # log diagnoses readings now agree with
         raised = [DiagnosisRaised(f.diagnosis, f.new, now) for f in firings]
+        raised += [DiagnosisRaised(d, False, now) for d in confirmed]
         for event in raised:
             self.emit(event)
         return raised
@@ -489,17 +494,11 @@ class ClusterMonitor:
                 if serving:
                     self._serving[node].feed(line, now)
                 for hit in self._match.feed_line(key, line):
-                    marks.append((i, hit.wall.id, hit.wall.severity))
-                    if serving and hit.wall.severity == "error":
+                    marks.append((i, hit.wall.id, hit.severity))
+                    if serving and hit.severity == "error":
                         self._serving[node].mark_crashed()
-                    diag, new = self._book.add(
-                        hit.wall,
-                        key,
-                        hit.line_no,
-                        hit.evidence,
-                        node=node,
-                        now=now,
-                        facts_by_node=facts_by_node,
+                    diag, new = self._book.add_hit(
+                        hit, source=key, node=node, now=now, facts_by_node=facts_by_node
                     )
                     if self._announce(diag, new, now):
                         raised.append(DiagnosisRaised(diag, new, now))

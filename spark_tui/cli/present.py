@@ -11,7 +11,7 @@ from rich.panel import Panel
 from rich.text import Text
 
 from spark_tui.kb.diagnosis import Diagnosis
-from spark_tui.kb.schema import Fix
+from spark_tui.kb.schema import CONFIDENCE_WORDS, FROM_LOG, SUSPECTED, Fix
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "info": "bold cyan"}
 RISK_STYLE = {"safe": "green", "disruptive": "yellow", "destructive": "red"}
@@ -39,11 +39,16 @@ def fix_block(fix: Fix, index: int) -> Text:
 def diagnosis_panel(d: Diagnosis) -> Panel:
     w = d.wall
     head = Text()
-    head.append(f"{w.severity.upper():8}", style=SEVERITY_STYLE[w.severity])
+    head.append(f"{d.severity.upper():8}", style=SEVERITY_STYLE[d.severity])
     head.append(w.title, style="bold")
+    if d.confidence != FROM_LOG:
+        head.append(f"  ({CONFIDENCE_WORDS[d.confidence]})", style="italic")
     where = Text(f"{d.source}:{d.line}" if d.line else d.source, style="cyan")
     where.append(f"  ({d.count} matching line{'s' if d.count != 1 else ''})", style="dim")
     parts: list[object] = [head, where, Text(w.summary)]
+    if d.confidence == SUSPECTED:
+        for conds in d.confirm_with():
+            parts.append(Text(f"Readings that would confirm it: {conds}", style="italic dim"))
     parts.append(Text("> " + d.evidence, style="magenta", overflow="ellipsis", no_wrap=True))
     if w.explain:
         parts.append(Text(w.explain, style="italic"))
@@ -56,7 +61,7 @@ def diagnosis_panel(d: Diagnosis) -> Panel:
         Group(*parts),
         title=w.id,
         title_align="left",
-        border_style=SEVERITY_STYLE[w.severity].split()[-1],
+        border_style=SEVERITY_STYLE[d.severity].split()[-1],
     )
 
 

@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
             try:
                 with open(name, "rb") as fh:
                     for hit in scan_stream(matcher, name, fh, stream):
-                        diag.add(hit.wall, hit.source, hit.line_no, hit.evidence)
+                        diag.add_hit(hit)
             except OSError as exc:
                 raise InputError(f"cannot read: {exc.strerror or exc}", name) from None
     diagnoses = diag.by_first_line()

@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
         source = "<stdin>" if name == "-" else name
         try:
             for hit in scan_stream(matcher, source, fh, stream):
-                book.add(hit.wall, hit.source, hit.line_no, hit.evidence)
+                book.add_hit(hit)
         except OSError as exc:
             raise InputError(f"cannot read: {exc.strerror or exc}", name) from None
         finally:

@@ -6,6 +6,7 @@ from rich.text import Text
 from textual.widgets import DataTable
 
 from spark_tui.kb.diagnosis import Diagnosis
+from spark_tui.kb.schema import SUSPECTED
 from spark_tui.tui.formatting import clock_hms
 from spark_tui.tui.messages import DiagnosisChosen
 
@@ -15,6 +16,12 @@ SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "green"}
 def diagnosis_key(d: Diagnosis) -> str:
     """The row key of a diagnosis: 'wall|source'."""
     return f"{d.wall.id}|{d.source}"
+
+
+def severity_cell(d: Diagnosis) -> Text:
+    """The severity, with "?" when the diagnosis is only suspected."""
+    mark = "?" if d.confidence == SUSPECTED else ""
+    return Text(d.severity + mark, style=SEVERITY_STYLE.get(d.severity, ""))
 
 
 def _rev(text: object) -> tuple[int, ...]:
@@ -30,7 +37,7 @@ class DiagnosesTable(DataTable):
         ("wall", "wall", 25),
         ("node", "node", 7),
         ("n", "count", 3),
-        ("sev", "severity", 7),
+        ("sev", "severity", 8),
         ("seen", "seen", 8),
     )
 
@@ -51,12 +58,13 @@ class DiagnosesTable(DataTable):
         if key in self.rows:
             self.update_cell(key, "seen", seen)
             self.update_cell(key, "count", str(d.count))
+            self.update_cell(key, "severity", severity_cell(d))  # readings may confirm it
         else:
             self.add_row(
                 d.wall.id,
                 d.node or d.source,
                 str(d.count),
-                Text(d.severity, style=SEVERITY_STYLE.get(d.severity, "")),
+                severity_cell(d),
                 seen,
                 key=key,
             )

@@ -10,7 +10,7 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from spark_tui.kb.diagnosis import Diagnosis
-from spark_tui.kb.schema import Fix
+from spark_tui.kb.schema import CONFIDENCE_WORDS, SUSPECTED, Fix
 
 RISK_STYLE = {"safe": "green", "disruptive": "yellow", "destructive": "bold red"}
 FixRenderer = Callable[[Diagnosis, Fix], list[str]]
@@ -71,7 +71,11 @@ class DiagnosisDetail(VerticalScroll):
         wall = d.wall
         out = Text()
         out.append(f"{wall.title}\n", style="bold")
-        out.append(f"{wall.id} · {wall.severity} · {d.node or d.source}\n\n")
+        words = CONFIDENCE_WORDS.get(d.confidence, d.confidence)
+        out.append(f"{wall.id} · {d.severity} · {words} · {d.node or d.source}\n")
+        for conds in d.confirm_with()[:2] if d.confidence == SUSPECTED else ():
+            out.append(f"  would be confirmed by: {conds}\n", style="dim")
+        out.append("\n")
         out.append(" ".join(wall.summary.split()) + "\n")
         if wall.explain:
             out.append(" ".join(wall.explain.split()) + "\n", style="italic")
