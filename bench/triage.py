@@ -235,17 +235,21 @@ class _RefSig:
 
 class Reference:
     """An independent, obviously-correct per-line matcher (plain Python `re`, one
-    regex at a time) with the matcher's documented semantics: one hit per wall
-    per line; a two-line signature hits on its second line when the first was
-    seen at most `within` lines before."""
+    regex at a time): which lines hold a signature's words (grep's count), and,
+    for signatures without `after`/`times`/`unless`, the hits of a block with the
+    matcher's documented per-line semantics (one hit per wall per line; a
+    two-line signature hits on its second line when the first was seen at most
+    `within` lines before)."""
 
     def __init__(self, walls: list[Wall]) -> None:
         self.sigs: list[_RefSig] = []
+        self.context: list[re.Pattern[bytes]] = []  # `after`/`reset` words
         for w in walls:
             for s in w.signatures:
                 fl = re.I if s.ignore_case else 0
                 then = re.compile(s.then.encode(), fl) if s.then else None
                 self.sigs.append(_RefSig(w.id, re.compile(s.pattern.encode(), fl), then, s.within))
+                self.context += [re.compile(x.encode(), fl) for x in (s.after, s.reset) if x]
         self.max_within = max((s.within for s in self.sigs if s.then), default=0)
 
     def any_pattern(self, line: bytes) -> bool:
@@ -253,6 +257,12 @@ class Reference:
         return any(
             s.head.search(line) or (s.then is not None and s.then.search(line)) for s in self.sigs
         )
+
+    def any_context(self, line: bytes) -> bool:
+        """Words that arm or reset a signature elsewhere (kept out of the filler, so a
+        plant is matched as it is alone)."""
+        line = strip_ansi(line)
+        return any(rx.search(line) for rx in self.context)
 
     def hits(self, lines: list[bytes]) -> list[tuple[str, int]]:
         """(wall id, 1-based line within `lines`) for a block read from a fresh state."""
@@ -326,7 +336,7 @@ def filler(ref: Reference, samples: Path) -> tuple[list[bytes], list[str], int]:
     dropped = 0
     for p in sources:
         for line in _lines_of(p):
-            if ref.any_pattern(line.rstrip(b"\n")):
+            if ref.any_pattern(line.rstrip(b"\n")) or ref.any_context(line.rstrip(b"\n")):
                 dropped += 1
             else:
                 kept.append(line)
@@ -346,6 +356,22 @@ def _rel(p: Path) -> str:
     return str(p)
 
 
+def block_hits(lines: list[bytes]) -> list[tuple[str, int]]:
+    """What the matcher finds in a block read alone (wrapped lines joined, `after`,
+    `times` and `unless` applied): a plant must be found the same in the big log."""
+    return [(h.wall.id, h.line_no) for h in _block_matcher().scan_lines("block", lines)]
+
+
+def _block_matcher() -> Matcher:
+    global _BLOCK_MATCHER
+    if _BLOCK_MATCHER is None:
+        _BLOCK_MATCHER = Matcher(load_knowledge(use_user=False))
+    return _BLOCK_MATCHER
+
+
+_BLOCK_MATCHER: Matcher | None = None
+
+
 def blocks(ref: Reference, samples: Path) -> list[Block]:
     out = []
     for d in sorted((samples / "walls").glob("*")):
@@ -353,7 +379,7 @@ def blocks(ref: Reference, samples: Path) -> list[Block]:
             continue
         for p in sorted(d.glob("*.log")):
             lines = _lines_of(p)
-            hits = ref.hits(lines)
+            hits = block_hits([ln.rstrip(b"\n") for ln in lines])
             if d.name not in {w for w, _ in hits}:
                 print(f"warning: {_rel(p)} does not match {d.name}", file=sys.stderr)
             pat = sum(1 for ln in lines if ref.any_pattern(ln.rstrip(b"\n")))
@@ -503,8 +529,8 @@ def build_dense(path: Path, size: int, ref: Reference, samples: Path) -> dict[st
     k = 0
     for blk in blocks(ref, samples):
         for line in blk.lines:
-            alone = ref.hits([line])
-            if len(alone) == 1:
+            alone = block_hits([line.rstrip(b"\n")])
+            if len(alone) == 1 and alone == ref.hits([line]):
                 unit_lines.append(line)
                 unit_lines.extend(fill[(k + i) % len(fill)] for i in range(9))
                 k += 9
@@ -586,6 +612,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     kb = load_knowledge(args.knowledge, use_user=False)
     ref = Reference(list(kb))
+    global _BLOCK_MATCHER
+    _BLOCK_MATCHER = Matcher(kb)  # the plants' hits, as this knowledge base finds them
     kb_args = ["--knowledge", str(args.knowledge)] if args.knowledge else []
 
     # the same regexes for grep

@@ -127,10 +127,7 @@ def _patterns(
                     )
     frags: list[_Pattern] = []
     for pid, p in enumerate(pats):  # where a paste's wrap may split a pattern's words
-        if p.role in (
-            RESET,
-            AFTER,
-        ):  # short lines, seen whole (a wrap there costs a candidate a line)
+        if p.role == RESET:  # a reset only has to be seen whole
             continue
         seq, starts, ends, caseless = required_sequence(p.source, p.caseless)
         for src, scan in paste.wrap_candidates(seq, starts, ends, literal_pattern):
@@ -203,6 +200,7 @@ class _SourceState:
     recent: list[tuple[int, bytes]] = field(default_factory=list)  # last lines, raw
     runs: list[_Run] = field(default_factory=list)  # open runs
     joined: set[tuple[int, int]] = field(default_factory=set)  # (pattern, line) done
+    walls_at: set[tuple[int, int]] = field(default_factory=set)  # (wall, line) of recent hits
 
 
 class MatchStream:
@@ -312,6 +310,7 @@ class MatchStream:
             if hit is not None and p.wall_index not in done_walls:
                 hits.append(hit)
                 done_walls.add(p.wall_index)
+                st.walls_at.add((p.wall_index, line_no))
         return hits, frozenset(owners)
 
     # -- runs of wrapped lines -----------------------------------------------------
@@ -343,7 +342,8 @@ class MatchStream:
                         lines,
                         lambda j=joined: j,
                     )
-                    if hit is not None:
+                    if hit is not None and (p.wall_index, hit.line_no) not in st.walls_at:
+                        st.walls_at.add((p.wall_index, hit.line_no))  # one hit a wall a line
                         hits.append(
                             Hit(
                                 hit.wall,
@@ -357,25 +357,41 @@ class MatchStream:
                 break
         if len(st.joined) > 4096:  # only the lines of open runs can come back
             st.joined.clear()
+        if len(st.walls_at) > 4096:
+            st.walls_at.clear()
         return hits
 
     @staticmethod
-    def _logical(line: bytes, before: list[tuple[int, bytes]]) -> bytes:
-        """A line with the lines a paste wrapped before it: the record it belongs to."""
-        parts = [line]
-        for _n, prev_raw in before:  # nearest first
-            prev = paste.clean_line(prev_raw)
-            rest = paste.continues(prev, parts[0])
+    def _backward(line: bytes, before: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
+        """The lines before `line` (raw, nearest first) that it continues, oldest first
+        and clean, each cut to the part that continues the one before; `line` last
+        (numbered 0)."""
+        clean = []
+        for _, raw in before:
+            if len(raw) > MAX_WRAP_LINE:  # never a wrapped line: the record starts after it
+                break
+            clean.append(paste.clean_line(raw))
+        lines = [(0, line)]
+        for i, prev in enumerate(clean):
+            # a short line may be a wrapped line's tail that a second wrap continues
+            tail = i + 1 < len(clean) and paste.continues(clean[i + 1], prev) is not None
+            rest = paste.continues(prev, lines[0][1], tail)
             if rest is None:
                 break
-            parts[0] = rest
-            parts.insert(0, prev)
-        return b"".join(parts)
+            lines[0] = (lines[0][0], rest)
+            lines.insert(0, (before[i][0], prev))
+        return lines
+
+    @classmethod
+    def _logical(cls, line: bytes, before: list[tuple[int, bytes]]) -> bytes:
+        """A line with the lines a paste wrapped before it: the record it belongs to."""
+        return b"".join(t for _, t in cls._backward(line, before))
 
     def _extend(self, run: _Run, line_no: int, raw: bytes) -> None:
         """Offer a run the next line: it takes it in, or closes before it."""
         text = paste.clean_line(raw) if len(raw) <= MAX_WRAP_LINE else None
-        rest = paste.continues(run.lines[-1][1], text) if text is not None else None
+        tail = len(run.lines) > 1  # the last line continues one already
+        rest = paste.continues(run.lines[-1][1], text, tail) if text is not None else None
         if rest is None:
             run.due = line_no
             return
@@ -388,19 +404,10 @@ class MatchStream:
         self, st: _SourceState, owners: frozenset[int], line_no: int, raw: bytes, before
     ) -> _Run | None:
         """A run around a candidate line, with the lines before it that it continues."""
-        text = paste.clean_line(raw)
         if len(raw) > MAX_WRAP_LINE:
             return None
-        lines = [(line_no, text)]
-        for n, prev_raw in before:  # nearest first
-            if len(prev_raw) > MAX_WRAP_LINE:
-                break
-            prev = paste.clean_line(prev_raw)
-            rest = paste.continues(prev, lines[0][1])
-            if rest is None:
-                break
-            lines[0] = (lines[0][0], rest)
-            lines.insert(0, (n, prev))
+        lines = self._backward(paste.clean_line(raw), before)
+        lines[-1] = (line_no, lines[-1][1])
         return _Run(lines, owners)
 
     # -- live lines ---------------------------------------------------------------
@@ -492,11 +499,20 @@ class MatchStream:
             )
             hits.extend(found)
             if owners:
-                before = self._before(st, body, lo, start, line_no)
+                # a quick look at the two neighbours first: most candidates stop here
+                if start > lo:
+                    prev: bytes | None = body[
+                        max(body.rfind(b"\n", lo, start - 1) + 1, lo) : start - 1
+                    ]
+                else:
+                    prev = (
+                        st.recent[-1][1] if st.recent and st.recent[-1][0] == line_no - 1 else None
+                    )
                 nxt = body.find(b"\n", end + 1, hi) if end + 1 < hi else -2
                 after = None if nxt == -2 else body[end + 1 : nxt if nxt >= 0 else hi]
-                if not paste.may_wrap(before[0][1] if before else None, body[start:end], after):
+                if not paste.may_wrap(prev, body[start:end], after):
                     continue
+                before = self._before(st, body, lo, start, line_no)
                 run = self._start_run(st, owners, line_no, body[start:end], before)
                 if run is not None:
                     new_due = self._feed_runs(st, [run], body, end + 1, hi, line_no + 1)

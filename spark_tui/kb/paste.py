@@ -58,10 +58,12 @@ def clean_line(line: bytes) -> bytes:
     return line.rstrip(b"\r")
 
 
-def continues(prev: bytes, line: bytes) -> bytes | None:
+def continues(prev: bytes, line: bytes, tail: bool = False) -> bytes | None:
     """If `line` (clean) continues `prev` (clean) as a paste re-wrapped it, the part
-    of `line` that continues it (a prefix repeated from `prev` removed); else None."""
-    if len(prev) < MIN_WRAP_COLS or prev.endswith(b"  "):  # short, or padded: it ended
+    of `line` that continues it (a prefix repeated from `prev` removed); else None.
+    `tail`: `prev` continues a line itself (a short tail that a second wrap, by hand
+    then by a terminal, may still continue)."""
+    if prev.endswith(b"  ") or (len(prev) < MIN_WRAP_COLS and not tail):  # it ended
         return None
     m = _PREFIX.match(line)
     if m and prev.startswith(m.group(0)):  # the same logger prefix on both lines
@@ -75,9 +77,9 @@ def may_wrap(prev: bytes | None, line: bytes, nxt: bytes | None) -> bool:
     """A quick look at raw neighbours: could `line` be part of a wrapped run?
     (`nxt` None: not known yet.) Only a no here is certain; a yes is checked on
     clean lines."""
-    if prev is not None and continues(_rough(prev), _rough(line)) is not None:
+    if prev is not None and continues(_rough(prev), _rough(line), tail=True) is not None:
         return True
-    return nxt is None or continues(_rough(line), _rough(nxt)) is not None
+    return nxt is None or continues(_rough(line), _rough(nxt), tail=True) is not None
 
 
 def _rough(line: bytes) -> bytes:
@@ -87,25 +89,29 @@ def _rough(line: bytes) -> bytes:
     return line.rstrip(b"\r")
 
 
-def _joined(parts: Sequence[bytes], sep: bytes) -> tuple[bytes, list[tuple[int, int]]]:
-    spans: list[tuple[int, int]] = []
-    out = bytearray()
-    for i, part in enumerate(parts):
-        if i and sep:
-            out += sep
-        spans.append((len(out), len(out) + len(part)))
-        out += part
-    return bytes(out), spans
-
-
 def joins(parts: Sequence[bytes]) -> list[tuple[bytes, list[tuple[int, int]]]]:
     """The texts a run of wrapped lines stood for, with each line's span in it:
-    as a terminal wraps (the characters run on), then as a reflow wraps (at a
-    space, which the wrap dropped)."""
-    hard = _joined(parts, b"")
-    trimmed = [p.strip(b" ") if i else p.rstrip(b" ") for i, p in enumerate(parts)]
-    soft = _joined(trimmed, b" ")
-    return [hard] if soft[0] == hard[0] else [hard, soft]
+    as a terminal wraps (the characters run on), as a reflow wraps (at a space,
+    which the wrap dropped), and both at once (a line as long as the longest ran
+    on; a shorter one, wrapped by hand or a second time, ended at a space)."""
+    out: list[tuple[bytes, list[tuple[int, int]]]] = []
+    widest = max(len(p) for p in parts)
+    for mode in ("hard", "soft", "mixed"):
+        text = bytearray()
+        spans: list[tuple[int, int]] = []
+        for i, part in enumerate(parts):
+            if i:
+                hard = mode == "hard" or (mode == "mixed" and len(parts[i - 1]) == widest)
+                if not hard:
+                    while text.endswith(b" "):
+                        text.pop()
+                    part = part.lstrip(b" ")
+                    text += b" "
+            spans.append((len(text), len(text) + len(part)))
+            text += part
+        if all(bytes(text) != t for t, _ in out):
+            out.append((bytes(text), spans))
+    return out
 
 
 def crosses(span: tuple[int, int], spans: Sequence[tuple[int, int]]) -> int | None:
@@ -117,7 +123,8 @@ def crosses(span: tuple[int, int], spans: Sequence[tuple[int, int]]) -> int | No
 
 
 SPLIT_LITERAL = 9  # a literal this long is looked for split by a wrap (shorter: whole only)
-PREFIX_ROOM = 96  # room for a repeated prefix and colour codes before a continuation's words
+MIN_REST = 5  # a continuation starting with less of a literal is too common to look for
+PREFIX_ROOM = 48  # room for a repeated prefix and colour codes before a continuation's words
 BOUNDED_REST = (
     12  # Hyperscan looks for the rest of a split literal near a line's start if this long
 )
@@ -126,7 +133,7 @@ EDGE_LITERAL = 14  # a literal this long is looked for at a line's edge (a break
 EDGE_SLACK = 16  # how far from its first or last literal a pattern's break is looked for
 STRONG_LITERAL = 9  # a literal this long is rare in healthy lines, whole or split
 _END = rb"[ \r]*\n"  # padding may follow a break
-_START = rb"^(?:(?:\^\[)?\[[0-9;]+m)* ?"  # colour codes (ESC lost) and a space may lead
+_START = rb"^ ?"  # a space may lead a continuation
 
 
 def wrap_candidates(
@@ -167,12 +174,8 @@ def wrap_candidates(
             out.append((escape(lit[:half]) + rb"[^\n]{0,%d}" % (n - half) + _END, None))
             # after k < half bytes: the next line starts with lit[k:], or lit[k+1:]
             # when the break took a space (a colour code or a space may come first)
-            if n - half >= BOUNDED_REST:  # its second half near the start (after any prefix)
-                near = rb"^[^\n]{0,%d}" % (half + PREFIX_ROOM) + escape(lit[half:])
-                out.append((near, escape(lit[half:])))
-            else:  # (a shorter rest is too common to look for anywhere but the very start)
-                rests = {lit[k:] for k in range(1, half + 1)}
-                out.append((_START + alt(rests), None))
+            rests = {lit[k:] for k in range(1, half + 1) if n - k >= MIN_REST}
+            out.append((_START + alt(rests), None))
     for a, b in itertools.pairwise(strong):  # the break fell between two of them
         pair = alt(a) + rb"[^\n]*\n(?:[^\n]*\n){0,%d}[^\n]*" % (WRAP_FWD - 1) + alt(b)
         out.append((pair, None))
