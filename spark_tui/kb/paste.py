@@ -128,12 +128,22 @@ PREFIX_ROOM = 48  # room for a repeated prefix and colour codes before a continu
 BOUNDED_REST = (
     12  # Hyperscan looks for the rest of a split literal near a line's start if this long
 )
+HEAD_AT = 10  # a literal split after this many bytes or more is found by its head (what ends
+# the line), which a prefix or colour codes on the next line cannot hide
 MIN_HEAD = 6  # a line's end is looked for from this many bytes of a literal on
 EDGE_LITERAL = 14  # a literal this long is looked for at a line's edge (a break before/after it)
 EDGE_SLACK = 16  # how far from its first or last literal a pattern's break is looked for
 STRONG_LITERAL = 9  # a literal this long is rare in healthy lines, whole or split
 _END = rb"[ \r]*\n"  # padding may follow a break
 _START = rb"^ ?"  # a space may lead a continuation
+
+
+def _prefix_of(text: bytes, escape) -> bytes:
+    """A regex for any prefix of `text`, the empty one too: a(?:b(?:c)?)?"""
+    out = b""
+    for i in range(len(text) - 1, -1, -1):
+        out = b"(?:" + escape(text[i : i + 1]) + out + b")?"
+    return out
 
 
 def wrap_candidates(
@@ -169,9 +179,9 @@ def wrap_candidates(
             n = len(lit)
             if n < SPLIT_LITERAL:
                 continue
-            half = max((n + 1) // 2, MIN_HEAD)
+            half = min(max((n + 1) // 2, MIN_HEAD), HEAD_AT)
             # after k >= half bytes: the line ends with lit[:k] (padding may follow)
-            out.append((escape(lit[:half]) + rb"[^\n]{0,%d}" % (n - half) + _END, None))
+            out.append((escape(lit[:half]) + _prefix_of(lit[half : n - 1], escape) + _END, None))
             # after k < half bytes: the next line starts with lit[k:], or lit[k+1:]
             # when the break took a space (a colour code or a space may come first)
             rests = {lit[k:] for k in range(1, half + 1) if n - k >= MIN_REST}
