@@ -6,6 +6,7 @@ every candidate engine gives the same scores (bench/corpus.py prints the table).
 from __future__ import annotations
 
 import importlib.util
+import io
 import sys
 
 import pytest
@@ -88,3 +89,21 @@ def test_the_corpus_is_large_enough() -> None:
         "flashmla-unsupported-arch",
     ):
         assert per_wall[wall] >= 5, wall
+
+
+def test_live_lines_find_what_bulk_reading_finds() -> None:
+    """The monitor feeds lines one by one; triage reads chunks: the same hits."""
+    from spark_tui.kb.loader import load_knowledge
+    from spark_tui.kb.matcher import scan_stream
+
+    matcher = Matcher(load_knowledge(use_user=False))
+    differ = []
+    for ex in corpus.load_examples():
+        text = ex.path.read_bytes().decode("utf-8", "surrogateescape")
+        for vname, fn in corpus.VARIANTS.items():
+            data = fn(text).encode("utf-8", "surrogateescape")
+            bulk = [(h.wall.id, h.line_no) for h in scan_stream(matcher, "f", io.BytesIO(data))]
+            live = [(h.wall.id, h.line_no) for h in matcher.scan_lines("f", data.split(b"\n"))]
+            if bulk != live:
+                differ.append((ex.path.name, vname, bulk, live))
+    assert differ == []

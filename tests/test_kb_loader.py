@@ -79,6 +79,34 @@ def test_good_wall_loads(tmp_path: Path) -> None:
             "unknown fact 'gpu.bogus'",
         ),
         (("  - log: 'demo failure \\d+'", "  - log: 'demo(?=x)'"), 8, "lookaround"),
+        # what the confirming engine (RE2, linear time) cannot take is refused up front
+        (("  - log: 'demo failure \\d+'", "  - log: 'demo a++b'"), 8, "RE2 refuses it"),
+        (("  - log: 'demo failure \\d+'", "  - log: 'demo(?>ab)c'"), 8, "RE2 refuses it"),
+        (
+            ("  - log: 'demo failure \\d+'", "  - log: 'demo'\n    after: 'x\\Z'"),
+            9,
+            "RE2 refuses it",
+        ),
+        (
+            ("  - log: 'demo failure \\d+'", "  - log: 'demo'\n    times: 0"),
+            9,
+            "'times' must be a positive number",
+        ),
+        (
+            ("  - log: 'demo failure \\d+'", "  - log: 'demo'\n    confidence: certain"),
+            9,
+            "'confidence' is 'certain'",
+        ),
+        (
+            ("  - log: 'demo failure \\d+'", "  - log: 'demo'\n    reset: 'again'"),
+            9,
+            "'reset' only means something with 'after'",
+        ),
+        (
+            ("  - log: 'demo failure \\d+'", "  - log: 'demo'\n    confirm: ['gpu.bogus > 1']"),
+            9,
+            "unknown fact 'gpu.bogus'",
+        ),
     ],
 )
 def test_errors_name_file_and_line(
@@ -142,3 +170,21 @@ def test_cluster_wide_actions_default_to_every_node_in_preview() -> None:
     assert restart.on == "all" and Action("run", {"command": "true"}).on == "seen"
     lines = preview_lines(Fix("f", "F", "disruptive", False, (restart,)))
     assert lines[0] == "# on every node:"
+
+
+def test_new_signature_fields_load(tmp_path: Path) -> None:
+    text = GOOD.replace(
+        "  - log: 'demo failure \\d+'",
+        "  - log: 'demo failure \\d+'\n    after: 'started'\n    reset: 'starting'\n"
+        "    unless: 'other'\n    times: 2\n    confidence: suspected\n"
+        "    confirm: ['gpu.sm_pct >= 90']",
+    )
+    sig = load_dir(write(tmp_path, "demo-wall.yaml", text))["demo-wall"].signatures[0]
+    assert (sig.after, sig.reset, sig.unless, sig.times, sig.confidence) == (
+        "started",
+        "starting",
+        "other",
+        2,
+        "suspected",
+    )
+    assert [str(c) for c in sig.confirm] == ["gpu.sm_pct >= 90"]

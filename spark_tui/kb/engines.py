@@ -81,14 +81,11 @@ def literal_pattern(literal: bytes) -> bytes:
 @dataclass
 class EnginePattern:
     """What an engine needs of a pattern: its regex source and case folding;
-    `prefilter` False: the `re` engine finds it with RE2, not by its literals;
-    `scan`: a looser regex (a superset) that RE2 scans for instead, cheaper for its
-    DFA than `source` (each line it finds is then checked against `source`)."""
+    `prefilter` False: the `re` engine finds it with RE2, not by its literals."""
 
     source: bytes
     caseless: bool
     prefilter: bool = True
-    scan: bytes | None = None
 
 
 class _Engine:
@@ -115,6 +112,13 @@ def _line_span(data: bytes, pos: int) -> tuple[int, int]:
 
 _LEADING_FLAGS = re.compile(rb"^\(\?([aiLmsux]+)\)")
 _SPANS_LINES = rb"\n(?:"  # a line break inside a pattern (the wrap candidates' pairs)
+
+
+def spans_lines(source: bytes) -> bool:
+    """Whether a candidate pattern runs over line breaks (a wrap candidates' pair)."""
+    return _SPANS_LINES in source
+
+
 MULTI_LINES = 4  # how many lines such a pattern spans at most
 
 
@@ -149,13 +153,13 @@ class _AlternationEngine(_Engine):
         parts = []
         self._set = re2.Set.SearchSet(re2_options())
         for p in patterns:
-            parts.append(_scoped(p.scan or p.source, p.caseless))
+            parts.append(_scoped(p.source, p.caseless))
             self._set.Add(b"(?m)" + _scoped(p.source, p.caseless))
         self._set.Compile()
         self._rx = re2.compile(b"(?m)" + b"|".join(parts), re2_options()) if parts else None
         # patterns that run over line breaks: a match of another pattern earlier on the same
         # line must not hide them (the scan goes on from the next line)
-        multi = [part for part, p in zip(parts, patterns, strict=True) if _SPANS_LINES in p.source]
+        multi = [part for part, p in zip(parts, patterns, strict=True) if spans_lines(p.source)]
         self._multi = re2.compile(b"(?m)" + b"|".join(multi), re2_options()) if multi else None
 
     def candidates(self, data: bytes, lo: int = 0, hi: int | None = None):
@@ -178,8 +182,7 @@ class _AlternationEngine(_Engine):
                 pos = end2 + 1
                 continue
             ids = which(data[start : min(end + 1, n)])
-            if ids:  # (none: only a looser scan regex matched there)
-                yield start, end, frozenset(ids)
+            yield start, end, (frozenset(ids) if ids else None)
             pos = end + 1
             if self._multi is not None:  # one that starts on this line and runs on
                 window = min(n, _nth_line_end(data, end, MULTI_LINES))

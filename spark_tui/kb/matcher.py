@@ -29,6 +29,7 @@ from typing import Any, BinaryIO
 from spark_tui.kb import paste
 from spark_tui.kb.engines import (
     ENGINES,
+    MULTI_LINES,
     EnginePattern,
     available_engine,
     compile_confirm,
@@ -37,6 +38,7 @@ from spark_tui.kb.engines import (
     make_engine,
     required_literals,
     required_sequence,
+    spans_lines,
 )
 from spark_tui.kb.schema import FROM_LOG, LogSignature, Wall, severity_for
 
@@ -130,13 +132,12 @@ def _patterns(
         if p.role == RESET:  # a reset only has to be seen whole
             continue
         seq, starts, ends, caseless = required_sequence(p.source, p.caseless)
-        for src, scan in paste.wrap_candidates(seq, starts, ends, literal_pattern):
+        for src in paste.wrap_candidates(seq, starts, ends, literal_pattern):
             frags.append(
                 _Pattern(
                     src,
                     caseless,
                     False,
-                    scan if engine != "hyperscan" else None,
                     wall_index=p.wall_index,
                     sig_index=p.sig_index,
                     role=FRAG,
@@ -163,6 +164,14 @@ class Matcher:
         self._plain = tuple(i for i, p in enumerate(self.patterns) if p.role != FRAG)
         # with engines that cannot name the patterns, a wrap may have split any of them
         self._wrappable = frozenset(p.owner for p in self.patterns if p.role == FRAG)
+        # the candidates that run over line breaks, once more where one body of lines
+        # meets the next (a line fed live, a chunk read): the same lines in bulk and live
+        self._seam_ids = [i for i, p in enumerate(self.patterns) if spans_lines(p.source)]
+        self.seam = (
+            make_engine([self.patterns[i] for i in self._seam_ids], name)
+            if self._seam_ids
+            else None
+        )
 
     def stream(self) -> MatchStream:
         return MatchStream(self)
@@ -484,7 +493,10 @@ class MatchStream:
             due = self._feed_runs(st, st.runs, body, lo, hi, first)
             st.runs = [r for r in st.runs if not r.due]
         line_no, counted_to = first, lo
-        for start, end, ids in self.m.engine.candidates(body, lo, hi):
+        candidates = self.m.engine.candidates(body, lo, hi)
+        if self.m.seam is not None and not st.open and st.recent and st.recent[-1][0] == first - 1:
+            candidates = self._with_seam(st, body, lo, hi, candidates)
+        for start, end, ids in candidates:
             line_no += body.count(b"\n", counted_to, start)
             counted_to = start
             if due:
@@ -530,6 +542,37 @@ class MatchStream:
             hits.extend(self._flush(st, source, due, st.line_no + 1))
         self._remember(st, body, lo, hi)
         return hits
+
+    def _with_seam(self, st: _SourceState, body: bytes, lo: int, hi: int, candidates):
+        """The engine's candidates, and those of the patterns that run over line
+        breaks where the lines before this body meet its first lines."""
+        prefix = b""
+        for _, raw in reversed(st.recent[-(MULTI_LINES - 1) :]):
+            if len(raw) > MAX_WRAP_LINE:
+                break
+            prefix = raw + b"\n" + prefix
+        if not prefix:
+            yield from candidates
+            return
+        cut = min(_line_end(body, lo, MULTI_LINES - 1), hi)
+        seam = prefix + body[lo:cut]
+        extra: list[tuple[int, int, frozenset[int] | None]] = []
+        for s, e, ids in self.m.seam.candidates(seam):
+            if s < len(prefix):
+                continue  # a line before this body: seen with it
+            named = self.m._seam_ids if ids is None else [self.m._seam_ids[i] for i in ids]
+            extra.append((s - len(prefix) + lo, e - len(prefix) + lo, frozenset(named)))
+        if not extra:
+            yield from candidates
+            return
+        for start, end, ids in candidates:
+            while extra and extra[0][0] < start:
+                yield extra.pop(0)
+            if extra and extra[0][0] == start:
+                more = extra.pop(0)[2]
+                ids = None if ids is None else ids | more
+            yield start, end, ids
+        yield from extra
 
     def _feed_runs(
         self, st: _SourceState, runs: list[_Run], body: bytes, pos: int, hi: int, line_no: int
@@ -593,6 +636,16 @@ class MatchStream:
             st.recent = [x for x in st.recent if x[0] < (tail[0][0] if tail else last + 1)][
                 -(paste.WRAP_BACK - len(tail)) :
             ] + tail
+
+
+def _line_end(data: bytes, pos: int, count: int) -> int:
+    """The offset just past the `count`-th newline at or after pos (or the end)."""
+    for _ in range(count):
+        nl = data.find(b"\n", pos)
+        if nl < 0:
+            return len(data)
+        pos = nl + 1
+    return pos
 
 
 def scan_stream(

@@ -148,7 +148,7 @@ def _prefix_of(text: bytes, escape) -> bytes:
 
 def wrap_candidates(
     literals: Sequence[frozenset[bytes]], starts: bool, ends: bool, escape
-) -> list[tuple[bytes, bytes | None]]:
+) -> list[bytes]:
     """Regexes (for the candidate engines, over whole chunks) that find where a
     paste may have wrapped a match of a pattern whose required literals are
     `literals` (in order; one of each set occurs). Each holds a rare literal, so
@@ -160,16 +160,15 @@ def wrap_candidates(
     * the break fell between two literals: they are on neighbouring lines;
     * the break fell before the first or after the last: it starts or ends a line.
     `starts`/`ends`: nothing of the pattern comes before the first literal / after
-    the last. `escape` turns bytes into a regex that matches them. Each comes with
-    a looser regex for RE2 to scan for when the exact one is costly for its DFA
-    (a literal "near the start of a line"), or None."""
+    the last. `escape` turns bytes into a regex that matches them. (Every engine
+    scans for these exact regexes, so all find the same lines.)"""
     # a reflow drops the space it breaks at: literals are looked for without their edge spaces
     literals = [frozenset(x.strip(b" ") for x in ls) for ls in literals]
     strong = [ls for ls in literals if min(map(len, ls)) >= STRONG_LITERAL]
     if not strong:
         weak = [ls for ls in literals if min(map(len, ls)) >= MIN_FRAGMENT]
         strong = [max(weak, key=lambda ls: min(map(len, ls)))] if weak else []
-    out: list[tuple[bytes, bytes | None]] = []
+    out: list[bytes] = []
 
     def alt(items) -> bytes:
         return b"(?:" + b"|".join(escape(x) for x in sorted(set(items))) + b")"
@@ -181,21 +180,21 @@ def wrap_candidates(
                 continue
             half = min(max((n + 1) // 2, MIN_HEAD), HEAD_AT)
             # after k >= half bytes: the line ends with lit[:k] (padding may follow)
-            out.append((escape(lit[:half]) + _prefix_of(lit[half : n - 1], escape) + _END, None))
+            out.append(escape(lit[:half]) + _prefix_of(lit[half : n - 1], escape) + _END)
             # after k < half bytes: the next line starts with lit[k:], or lit[k+1:]
             # when the break took a space (a colour code or a space may come first)
             rests = {lit[k:] for k in range(1, half + 1) if n - k >= MIN_REST}
-            out.append((_START + alt(rests), None))
+            out.append(_START + alt(rests))
     for a, b in itertools.pairwise(strong):  # the break fell between two of them
         pair = alt(a) + rb"[^\n]*\n(?:[^\n]*\n){0,%d}[^\n]*" % (WRAP_FWD - 1) + alt(b)
-        out.append((pair, None))
+        out.append(pair)
     starts = starts and bool(strong) and strong[0] == literals[0]
     ends = ends and bool(strong) and strong[-1] == literals[-1]
     if strong:  # a short literal at a line's edge is too common to look for
         starts = starts or min(map(len, strong[0])) < EDGE_LITERAL
         ends = ends or min(map(len, strong[-1])) < EDGE_LITERAL
     if strong and not starts:  # ... or just before the first
-        out.append((_START + alt(strong[0]), None))
+        out.append(_START + alt(strong[0]))
     if strong and not ends:  # ... or shortly after the last
-        out.append((alt(strong[-1]) + rb"[^\n]{0,%d}" % EDGE_SLACK + _END, None))
+        out.append(alt(strong[-1]) + rb"[^\n]{0,%d}" % EDGE_SLACK + _END)
     return out
