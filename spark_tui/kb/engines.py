@@ -12,6 +12,7 @@ takes exponential time on `(a+)+b` against a run of `a`s).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Iterator, Sequence
@@ -103,6 +104,10 @@ class _Engine:
     ) -> Iterator[tuple[int, int, frozenset[int] | None]]:
         raise NotImplementedError
 
+    def any(self, data: bytes) -> bool:
+        """Whether any line of `data` (a few lines, fed live) is a candidate."""
+        return next(iter(self.candidates(data)), None) is not None
+
 
 def _line_span(data: bytes, pos: int) -> tuple[int, int]:
     start = data.rfind(b"\n", 0, pos) + 1
@@ -161,6 +166,9 @@ class _AlternationEngine(_Engine):
         # line must not hide them (the scan goes on from the next line)
         multi = [part for part, p in zip(parts, patterns, strict=True) if spans_lines(p.source)]
         self._multi = re2.compile(b"(?m)" + b"|".join(multi), re2_options()) if multi else None
+
+    def any(self, data: bytes) -> bool:
+        return self._rx is not None and self._rx.search(data) is not None
 
     def candidates(self, data: bytes, lo: int = 0, hi: int | None = None):
         if self._rx is None:
@@ -248,6 +256,19 @@ class _HyperscanEngine(_Engine):
                 f |= hyperscan.HS_FLAG_CASELESS
             flags.append(f)
         self._db = _cached_database(expressions, flags)
+
+    def any(self, data: bytes) -> bool:
+        if self._db is None:
+            return False
+        found: list[bool] = []
+
+        def on_match(*_args: object) -> bool:
+            found.append(True)
+            return True  # stop at the first
+
+        with contextlib.suppress(Exception):  # hyperscan reports the halt as an error
+            self._db.scan(data, match_event_handler=on_match)
+        return bool(found)
 
     def candidates(self, data: bytes, lo: int = 0, hi: int | None = None):
         if self._db is None:

@@ -167,11 +167,16 @@ class Matcher:
         # the candidates that run over line breaks, once more where one body of lines
         # meets the next (a line fed live, a chunk read): the same lines in bulk and live
         self._seam_ids = [i for i, p in enumerate(self.patterns) if spans_lines(p.source)]
-        self.seam = (
-            make_engine([self.patterns[i] for i in self._seam_ids], name)
-            if self._seam_ids
-            else None
-        )
+        self.seam = self.seam_ends = None
+        if self._seam_ids:
+            self.seam = make_engine([self.patterns[i] for i in self._seam_ids], name)
+            # the line where such a pattern ends holds its last literal (most lines do not)
+            ends = {
+                (paste.pair_end(self.patterns[i].source), self.patterns[i].caseless)
+                for i in self._seam_ids
+            }
+            if all(e for e, _ in ends):
+                self.seam_ends = make_engine([EnginePattern(e, c) for e, c in sorted(ends)], name)
 
     def stream(self) -> MatchStream:
         return MatchStream(self)
@@ -427,6 +432,19 @@ class MatchStream:
         data = data.rstrip(b"\r\n").replace(b"\n", b" ") + b"\n"
         if st.carry:  # a partial line fed in bulk before: this one completes it
             data, st.carry = st.carry + data, b""
+        elif not (st.open or st.runs or b"\x1b" in data):  # the common case, quickly
+            line_no = st.line_no + 1
+            if not self.m.engine.any(data) and not (
+                self.m.seam is not None
+                and st.recent
+                and st.recent[-1][0] == line_no - 1
+                and self._may_cross(st, data, 0, len(data))
+            ):  # nothing to match, nothing waiting: only remember the line
+                st.line_no = line_no
+                st.recent.append((line_no, data[:-1]))
+                if len(st.recent) > paste.WRAP_BACK:
+                    del st.recent[0]
+                return []
         return self._scan_body(st, source, data)
 
     # -- bulk chunks ----------------------------------------------------------------
@@ -494,7 +512,13 @@ class MatchStream:
             st.runs = [r for r in st.runs if not r.due]
         line_no, counted_to = first, lo
         candidates = self.m.engine.candidates(body, lo, hi)
-        if self.m.seam is not None and not st.open and st.recent and st.recent[-1][0] == first - 1:
+        if (
+            self.m.seam is not None
+            and not st.open
+            and st.recent
+            and st.recent[-1][0] == first - 1
+            and self._may_cross(st, body, lo, hi)
+        ):
             candidates = self._with_seam(st, body, lo, hi, candidates)
         for start, end, ids in candidates:
             line_no += body.count(b"\n", counted_to, start)
@@ -542,6 +566,16 @@ class MatchStream:
             hits.extend(self._flush(st, source, due, st.line_no + 1))
         self._remember(st, body, lo, hi)
         return hits
+
+    def _may_cross(self, st: _SourceState, body: bytes, lo: int, hi: int) -> bool:
+        """Whether a pattern over line breaks may run from the lines before this body
+        into it: its first line continues the last one, and one of its first lines
+        holds such a pattern's last literal."""
+        if self.m.seam_ends is not None:
+            cut = min(_line_end(body, lo, MULTI_LINES - 1), hi)
+            if not self.m.seam_ends.any(body[lo:cut] if lo or cut < len(body) else body):
+                return False
+        return paste.may_continue(st.recent[-1][1], _first_line(body, lo, hi))
 
     def _with_seam(self, st: _SourceState, body: bytes, lo: int, hi: int, candidates):
         """The engine's candidates, and those of the patterns that run over line
@@ -620,6 +654,11 @@ class MatchStream:
 
     def _remember(self, st: _SourceState, body: bytes, lo: int, hi: int) -> None:
         """Keep the last complete lines of this body for the runs of the next one."""
+        if not st.open and body.find(b"\n", lo, hi - 1) < 0:  # one line (fed live)
+            st.recent.append((st.line_no, body[lo : hi - 1]))
+            if len(st.recent) > paste.WRAP_BACK:
+                del st.recent[0]
+            return
         last = st.line_no if not st.open else st.line_no - 1
         end = hi - 1 if body[hi - 1] == 0x0A else body.rfind(b"\n", lo, hi)
         tail: list[tuple[int, bytes]] = []
@@ -636,6 +675,11 @@ class MatchStream:
             st.recent = [x for x in st.recent if x[0] < (tail[0][0] if tail else last + 1)][
                 -(paste.WRAP_BACK - len(tail)) :
             ] + tail
+
+
+def _first_line(data: bytes, lo: int, hi: int) -> bytes:
+    end = data.find(b"\n", lo, hi)
+    return data[lo : end if end >= 0 else hi]
 
 
 def _line_end(data: bytes, pos: int, count: int) -> int:

@@ -77,9 +77,14 @@ def may_wrap(prev: bytes | None, line: bytes, nxt: bytes | None) -> bool:
     """A quick look at raw neighbours: could `line` be part of a wrapped run?
     (`nxt` None: not known yet.) Only a no here is certain; a yes is checked on
     clean lines."""
-    if prev is not None and continues(_rough(prev), _rough(line), tail=True) is not None:
+    if prev is not None and may_continue(prev, line):
         return True
-    return nxt is None or continues(_rough(line), _rough(nxt), tail=True) is not None
+    return nxt is None or may_continue(line, nxt)
+
+
+def may_continue(prev: bytes, line: bytes) -> bool:
+    """A quick look at two raw lines: could `line` continue `prev` (a no is certain)?"""
+    return continues(_rough(prev), _rough(line), tail=True) is not None
 
 
 def _rough(line: bytes) -> bytes:
@@ -123,11 +128,9 @@ def crosses(span: tuple[int, int], spans: Sequence[tuple[int, int]]) -> int | No
 
 
 SPLIT_LITERAL = 9  # a literal this long is looked for split by a wrap (shorter: whole only)
+TAIL_LITERAL = 12  # that many bytes or more of a literal's second half: looked for as one
+PREFIX_ROOM = 48  # room for a repeated logger prefix and colour codes before a continuation
 MIN_REST = 5  # a continuation starting with less of a literal is too common to look for
-PREFIX_ROOM = 48  # room for a repeated prefix and colour codes before a continuation's words
-BOUNDED_REST = (
-    12  # Hyperscan looks for the rest of a split literal near a line's start if this long
-)
 HEAD_AT = 10  # a literal split after this many bytes or more is found by its head (what ends
 # the line), which a prefix or colour codes on the next line cannot hide
 MIN_HEAD = 6  # a line's end is looked for from this many bytes of a literal on
@@ -136,6 +139,19 @@ EDGE_SLACK = 16  # how far from its first or last literal a pattern's break is l
 STRONG_LITERAL = 9  # a literal this long is rare in healthy lines, whole or split
 _END = rb"[ \r]*\n"  # padding may follow a break
 _START = rb"^ ?"  # a space may lead a continuation
+# where the words of a continuation may start: at the line's start, or after what a
+# paste put before them (a colour code without its ESC, "[0m"; a logger's "(raylet) ";
+# the "vllm-1  | " of `docker compose logs`); a space may come first
+_LEAD = rb"(?:^|\[[0-9;]{0,12}m|\| |\) ) ?"
+# between the two literals of a pair: the rest of a line, up to WRAP_FWD - 1 lines, a line's start
+PAIR_GAP = rb"[^\n]*\n(?:[^\n]*\n){0,%d}[^\n]*" % (WRAP_FWD - 1)
+
+
+def pair_end(candidate: bytes) -> bytes | None:
+    """Of a pair candidate (two literals on neighbouring lines), the regex of its
+    second literal (found on the line where the pair ends); None for other candidates."""
+    _, gap, tail = candidate.partition(PAIR_GAP)
+    return tail if gap else None
 
 
 def _prefix_of(text: bytes, escape) -> bytes:
@@ -178,15 +194,20 @@ def wrap_candidates(
             n = len(lit)
             if n < SPLIT_LITERAL:
                 continue
-            half = min(max((n + 1) // 2, MIN_HEAD), HEAD_AT)
+            if n - (n + 1) // 2 >= TAIL_LITERAL:  # long: both halves are rare
+                half = (n + 1) // 2
+                # after k <= half bytes: the next line starts with lit[k:] (a space may
+                # come first), written as a short alternation before one long literal
+                # (the engines look for that literal, then check the line's start)
+                heads = b"|".join(escape(lit[k:half]) for k in range(1, half))
+                out.append(_LEAD + b"(?:" + heads + b")?" + escape(lit[half:]))
+            else:  # short: the next line starts with what is left (a space may come first)
+                half = min(max((n + 1) // 2, MIN_HEAD), HEAD_AT)
+                out.append(_START + alt({lit[k:] for k in range(1, half + 1) if n - k >= MIN_REST}))
             # after k >= half bytes: the line ends with lit[:k] (padding may follow)
             out.append(escape(lit[:half]) + _prefix_of(lit[half : n - 1], escape) + _END)
-            # after k < half bytes: the next line starts with lit[k:], or lit[k+1:]
-            # when the break took a space (a colour code or a space may come first)
-            rests = {lit[k:] for k in range(1, half + 1) if n - k >= MIN_REST}
-            out.append(_START + alt(rests))
     for a, b in itertools.pairwise(strong):  # the break fell between two of them
-        pair = alt(a) + rb"[^\n]*\n(?:[^\n]*\n){0,%d}[^\n]*" % (WRAP_FWD - 1) + alt(b)
+        pair = alt(a) + PAIR_GAP + alt(b)
         out.append(pair)
     starts = starts and bool(strong) and strong[0] == literals[0]
     ends = ends and bool(strong) and strong[-1] == literals[-1]
