@@ -247,9 +247,8 @@ class ClusterMonitor:
         th.start()
 
     def _real_wait(self, clock_seconds: float) -> bool:
-        """Wait clock seconds in real time (a ScaledClock runs faster); True when stopping."""
-        speed = getattr(self.clock, "speed", 1.0) or 1.0
-        return self._stop.wait(max(0.01, clock_seconds / speed))
+        """Idle clock seconds (the clock says how long that is in real time); True when stopping."""
+        return self.clock.wait(clock_seconds, self._stop)
 
     def _node_loop(self, node: str) -> None:
         while not self._stop.is_set():

@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
     from spark_tui.kb.loader import load_knowledge
     from spark_tui.nodes.config import load_cluster
     from spark_tui.nodes.doctor import recipe_model_paths, run_doctor
-    from spark_tui.nodes.ssh import make_transport
+    from spark_tui.nodes.transports import open_transport as make_transport
 
     config = getattr(args, "sub_config", None) or getattr(args, "config", None)
     cluster = load_cluster(Path(config) if config else None)

@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     from spark_tui.clock import RealClock
     from spark_tui.nodes.sampler import sample
-    from spark_tui.remedy.connect import transports_for
+    from spark_tui.nodes.transports import open_transports as transports_for
 
     transports = transports_for(cluster)
     clock = RealClock()

@@ -186,7 +186,7 @@ def _fit(recipe, args: argparse.Namespace) -> int:
     sim = None
     if path is not None:
         from spark_tui.clock import RealClock
-        from spark_tui.nodes.ssh import make_transport
+        from spark_tui.nodes.transports import open_transport as make_transport
 
         cluster = load_cluster(path)
         transports = {n.name: make_transport(n) for n in cluster.nodes}

@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
 def _versions(cluster) -> dict[str, dict[str, str]]:
     from spark_tui.nodes.commands import VERSIONS, sample_script, split_sections
     from spark_tui.nodes.transport import NodeUnreachable
-    from spark_tui.remedy.connect import transports_for
+    from spark_tui.nodes.transports import open_transports as transports_for
     from spark_tui.remedy.report import versions_from_sections
 
     out: dict[str, dict[str, str]] = {}

@@ -655,12 +655,3 @@ def run_as_root(transport: Transport, command: str, timeout: float = 60.0) -> Co
     if not result.ok and shell.needs_sudo_password(result.stderr + "\n" + result.stdout):
         raise SudoPasswordRequired(transport.name, command)
     return result
-
-
-def make_transport(node: NodeConfig, **ssh_options: object) -> Transport:
-    """The transport for a node: LocalTransport for `host: local`, else SSHTransport."""
-    if node.is_local:
-        from spark_tui.nodes.local import LocalTransport
-
-        return LocalTransport(name=node.name)
-    return SSHTransport(node, **ssh_options)  # type: ignore[arg-type]

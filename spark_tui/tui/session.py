@@ -106,7 +106,7 @@ class ClusterSession:
             path = Path(config_path) if config_path else find_cluster_config()
             if path is not None:
                 from spark_tui.clock import RealClock
-                from spark_tui.nodes.ssh import make_transport
+                from spark_tui.nodes.transports import open_transport as make_transport
 
                 config = load_cluster(path)
                 transports = {n.name: make_transport(n) for n in config.nodes}
@@ -399,7 +399,7 @@ class ClusterSession:
             )
             transport = self.transports.get(node.name) if host in known else None
             if transport is None:
-                from spark_tui.nodes.ssh import make_transport
+                from spark_tui.nodes.transports import open_transport as make_transport
 
                 transport = make_transport(node)
             state = sample(transport, node, self.clock or RealClock())
