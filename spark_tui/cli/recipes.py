@@ -150,8 +150,9 @@ def _show(recipe, as_json: bool) -> int:
 
 def _history(recipe, undo: bool) -> int:
     from spark_tui.recipes.revisions import RevisionStore
+    from spark_tui.state import StateDir
 
-    store = RevisionStore()
+    store = RevisionStore(StateDir.real().revisions_dir)
     if undo:
         back = store.undo(recipe.id)
         print(f"{recipe.id}: now at revision {back.revision} (revision {recipe.revision} is kept)")
@@ -171,54 +172,18 @@ def _history(recipe, undo: bool) -> int:
 
 def _fit(recipe, args: argparse.Namespace) -> int:
     """Read every node once (the simulated cluster when there is no cluster.yaml), then fit."""
-    from pathlib import Path
-
-    from spark_tui.errors import InputError
-    from spark_tui.nodes.config import find_cluster_config, load_cluster
-    from spark_tui.recipes.fit import fit_nodes, read_states
     from spark_tui.recipes.overrides import apply_sets
+    from spark_tui.session import open_cluster
 
     r = apply_sets(recipe.with_profile(args.profile), args.sets)
     config = getattr(args, "render_config", None) or getattr(args, "config", None)
-    path = Path(config) if config else find_cluster_config()
-    if config and not Path(config).exists():
-        raise InputError("no such cluster file", config)
-    sim = None
-    if path is not None:
-        from spark_tui.clock import RealClock
-        from spark_tui.nodes.transports import open_transport as make_transport
-
-        cluster = load_cluster(path)
-        transports = {n.name: make_transport(n) for n in cluster.nodes}
-        clock = RealClock()
-    else:
-        from spark_tui.sim.cluster import build_sim_cluster
-
-        sim = build_sim_cluster(nodes=r.nodes)
-        cluster, transports, clock = sim.config, sim.transports, sim.clock
-    if len(cluster.nodes) < r.nodes:
-        raise InputError(
-            f"recipe {r.id!r} needs {r.nodes} nodes; the cluster ({cluster.source}) has "
-            f"{len(cluster.nodes)}"
-        )
-    nodes = [cluster.head, *cluster.workers][: r.nodes]
-    try:
-        states = read_states(nodes, transports, clock)
-    finally:
-        if sim is not None:
-            sim.close()
-        else:
-            for t in transports.values():
-                t.close()
-    report = fit_nodes(r, cluster, states)
+    with open_cluster(config, sim_nodes=r.nodes) as session:
+        report, unreachable = session.fit(r)
     if args.json:
         json.dump(report.to_json(), sys.stdout)
         print()
     else:
         sys.stdout.write(report.to_text())
-    unreachable = [n for n in nodes if not states[n.name].reachable]
-    for n in unreachable:
-        print(
-            f"{n.name}: unreachable ({states[n.name].unavailable.get('node', '')})", file=sys.stderr
-        )
+    for n, why in unreachable.items():
+        print(f"{n}: unreachable ({why})", file=sys.stderr)
     return 1 if unreachable else 0

@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spark_tui import paths
 from spark_tui.errors import InputError, InputErrors
@@ -30,6 +30,9 @@ from spark_tui.recipes.model import (
     Workaround,
 )
 from spark_tui.yamlfile import line_of, load_id_dir, parse_yaml
+
+if TYPE_CHECKING:
+    from spark_tui.recipes.revisions import RevisionStore
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9.\-]*[a-z0-9]$")
 _WALL_ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
@@ -472,9 +475,10 @@ def load_recipes(
     user: Path | None = None,
     use_user: bool = True,
     use_revisions: bool = True,
+    revisions: RevisionStore | None = None,
 ) -> RecipeBook:
-    """Built-in recipes, then the user's (add or replace by id), then the newest
-    revision of each patched recipe (state_dir()/recipes/)."""
+    """Built-in recipes, then the user's (add or replace by id), then the revision in use
+    of each patched recipe (`revisions`: a session's store; else the real state's)."""
     recipes = load_dir(builtin or paths.builtin_recipes_dir())
     user_dir = user or paths.user_recipes_dir()
     if use_user and user_dir.is_dir():
@@ -488,7 +492,7 @@ def load_recipes(
     if use_revisions:
         from spark_tui.recipes.revisions import RevisionStore
 
-        store = RevisionStore()
+        store = revisions or RevisionStore(paths.state_dir() / "recipes")
         for rid in list(recipes):
             current = store.current(rid)
             if current is not None:

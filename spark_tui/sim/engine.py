@@ -60,6 +60,7 @@ class Engine:
     start: float
     sink: TimedLog | None
     rank_containers: list[SimContainer] = field(default_factory=list)
+    argv_in: dict[str, list[str]] = field(default_factory=dict)  # container id -> its command
     members: dict[str, Member] = field(default_factory=dict)
     pid: int = 0
     api_pid: int = 0
