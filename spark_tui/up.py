@@ -66,22 +66,21 @@ def bring_up(
     step = progress or (lambda _p: None)
     lock = threading.Lock()
 
+    out = emit
+
     def said(event: dict[str, Any]) -> None:
         with lock:  # events come from the monitor's threads too
-            emit(event)
+            out(event)
 
     def watch(event: Event) -> None:
         """Walls as they are raised (new, or again after they cleared) and as they clear."""
         if isinstance(event, DiagnosisRaised) and event.new:
             d = event.diagnosis
-            with lock:
-                run.announced.add((d.wall.id, d.source))
+            run.announced.add((d.wall.id, d.source))
             said(diagnosis_event(d))
         elif isinstance(event, DiagnosisResolved):
             d = event.diagnosis
-            with lock:
-                known = (d.wall.id, d.source) in run.announced
-            if known:
+            if (d.wall.id, d.source) in run.announced:
                 said({"event": "resolved", "wall": d.wall.id, "node": d.node, "how": d.resolution})
 
     emit = said

@@ -196,10 +196,12 @@ class NodeState:
             f["containers.running"] = len(running)
             serving = [c for c in self.containers if _is_serving(c)]
             f["containers.serving"] = any(c.state == "running" for c in serving)
-            counts = [c.restart_count for c in serving if c.restart_count is not None]
+            # a stopped container's count is history: only one that is up can be looping
+            up = [c for c in serving if c.state in ("running", "restarting")]
+            counts = [c.restart_count for c in up if c.restart_count is not None]
             if counts:
                 f["containers.restart_count"] = max(counts)
-            policies = [c.restart_policy for c in serving if c.restart_policy]
+            policies = [c.restart_policy for c in up if c.restart_policy]
             if policies:
                 f["containers.restart_policy"] = policies[0]
         if "procs" not in self.unavailable:

@@ -256,7 +256,22 @@ class Recipe:
             f["serving.expected_tok_s"] = self.measured.tok_s
         return f
 
+    def placeholder_values(self) -> dict[str, object]:
+        """Values a fix's command may name: {model.id} (the Hugging Face id), {model.path}."""
+        return {"model.id": self.model.id, "model.path": self.model.path or self.model.id}
+
     # ---- variants ----------------------------------------------------------
+    def with_consistent_profiles(self) -> Recipe:
+        """After a change removed a serve argument, a profile that unsets it has nothing
+        left to unset: drop it there too, so the recipe stays valid as a file."""
+        pruned = {
+            name: replace(p, unset_args=tuple(f for f in p.unset_args if f in self.serve.args))
+            for name, p in self.profiles.items()
+        }
+        if all(pruned[n].unset_args == p.unset_args for n, p in self.profiles.items()):
+            return self
+        return replace(self, profiles=pruned)
+
     def with_profile(self, name: str | None) -> Recipe:
         """This recipe with a profile's overrides applied (None: unchanged)."""
         if not name:

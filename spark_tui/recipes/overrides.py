@@ -116,4 +116,4 @@ def apply_sets(recipe: Recipe, items: list[str] | tuple[str, ...]) -> Recipe:
     """Every override, in order."""
     for item in items:
         recipe = apply_set(recipe, item)
-    return recipe
+    return recipe.with_consistent_profiles()

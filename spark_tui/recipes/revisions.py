@@ -174,7 +174,7 @@ def apply_patch(
     if target == "serve":
         return replace(
             recipe, serve=patch_serve(recipe.serve, set_args, unset_args, set_env, unset_env)
-        )
+        ).with_consistent_profiles()
     if target == "ray":
         ray = replace(
             recipe.ray,

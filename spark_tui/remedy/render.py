@@ -12,10 +12,19 @@ from spark_tui.nodes.cluster import ClusterConfig, NodeConfig
 from spark_tui.recipes.model import Recipe
 
 BACKUP_SUFFIX = ".spark-tui-backup-{stamp}"
-# Stop every container spark-tui started (they carry the label), whatever the recipe.
-GENERIC_STOP_STACK = (
-    "ids=$(docker ps -q --filter label=spark-tui.recipe); "
-    'if [ -n "$ids" ]; then docker stop -t 30 $ids; fi'
+# Stop every container of a serving stack that is up, whoever started it: spark-tui's (they
+# carry the label) and other launchers' (named for vLLM, SGLang or Ray, as eugr's vllm_node).
+# Stopped, not removed: their logs stay readable, and a restart policy does not bring them back.
+# (docker ANDs filters of different keys: the label and the names are two listings.)
+_STACK_IDS = (
+    "docker ps -q --filter label=spark-tui.recipe; "
+    "docker ps -q --filter name=vllm --filter name=sglang --filter name=ray"
+)
+GENERIC_STOP_STACK = f'ids=$({_STACK_IDS}); [ -z "$ids" ] || docker stop -t 30 $ids'
+# what is still up of a serving stack on a node (the stop's check)
+STACK_UP = (
+    "docker ps --format '{{.Names}}' --filter label=spark-tui.recipe; "
+    "docker ps --format '{{.Names}}' --filter name=vllm --filter name=sglang --filter name=ray"
 )
 
 

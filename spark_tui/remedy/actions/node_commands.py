@@ -24,6 +24,7 @@ from spark_tui.remedy.render import (
     BACKUP_SUFFIX,
     BOOT_ID_COMMAND,
     GENERIC_STOP_STACK,
+    STACK_UP,
     evidence_command,
     node_values,
 )
@@ -64,7 +65,10 @@ class RunCommand(_PerNode):
     name = "run"
     required = frozenset({"command"})
     optional = frozenset({"on", "root"})
-    summary = "run a shell command on nodes ({node.fabric_if}, {head.fabric_ip}… filled and quoted)"
+    summary = (
+        "run a shell command on nodes ({node.fabric_if}, {head.fabric_ip}, {model.id}… filled "
+        "and quoted)"
+    )
 
     def validate(self, params: Mapping[str, Any]) -> list[tuple[str, str | None]]:
         command = params.get("command")
@@ -87,12 +91,16 @@ class RunCommand(_PerNode):
     def commands_for(
         self, action: Action, node: NodeConfig, ctx: PlanContext
     ) -> list[PlannedCommand]:
+        values = node_values(ctx.cluster, node)
+        if ctx.recipe is not None:
+            values.update(ctx.recipe.placeholder_values())
         try:
-            line = self.render(action.params, node_values(ctx.cluster, node))
+            line = self.render(action.params, values)
         except KeyError as exc:
+            where = "the recipe in use" if str(exc.args[0]).startswith("model.") else "cluster.yaml"
             raise InputError(
                 f"fix {ctx.fix_id}: {node.name} has no value for {{{exc.args[0]}}} "
-                "(set it in cluster.yaml)"
+                f"(set it in {where})"
             ) from None
         return [PlannedCommand(node.name, line, bool(action.params.get("root")))]
 
@@ -210,7 +218,7 @@ class StopStack(_PerNode):
     optional = frozenset({"on"})
     default_target = "all"
     min_risk = "disruptive"
-    summary = "stop the serving containers and Ray (renamed aside: their logs stay readable)"
+    summary = "stop the serving containers and Ray, whoever started them (their logs stay readable)"
 
     def generic_lines(self, params: Mapping[str, Any]) -> list[str]:
         return [GENERIC_STOP_STACK]
@@ -218,8 +226,20 @@ class StopStack(_PerNode):
     def commands_for(
         self, action: Action, node: NodeConfig, ctx: PlanContext
     ) -> list[PlannedCommand]:
-        line = stop_leftovers_command(ctx.recipe, ctx.stamp) if ctx.recipe else GENERIC_STOP_STACK
-        return [PlannedCommand(node.name, line)]
+        lines = [stop_leftovers_command(ctx.recipe, ctx.stamp)] if ctx.recipe else []
+        return [PlannedCommand(node.name, line) for line in [*lines, GENERIC_STOP_STACK]]
+
+    def verify(self, planned: PlannedAction, ctx: RunContext) -> list[VerifyResult]:
+        out = []
+        for node in planned.nodes:
+            try:
+                res = ctx.transports[node].run(STACK_UP, timeout=30.0)
+                up = [n for n in res.stdout.split() if n] if res.ok else ["(docker did not answer)"]
+            except NodeUnreachable as exc:
+                up = [f"(unreachable: {exc.reason})"]
+            what = "no serving container up" + (f" (still up: {', '.join(up)})" if up else "")
+            out.append(VerifyResult(node, what, not up))
+        return out
 
 
 class CollectEvidence(_PerNode):

@@ -84,6 +84,23 @@ def _ps(argv: list[str], ctx: Ctx, stdin: str) -> Out:
     return Out(0, text)
 
 
+def _hf(argv: list[str], ctx: Ctx, stdin: str) -> Out:
+    """`hf download REPO [--force-download]` (and `huggingface-cli download`): a forced
+    download replaces a truncated shard; a plain one trusts the cached blob, as the Hub
+    client does."""
+    from dataclasses import replace
+
+    args = argv[1:]
+    if not args or args[0] != "download" or len(args) < 2:
+        return Out(2, "", f"usage: {argv[0]} download REPO_ID [FILES...] [--force-download]\n")
+    repo = args[1]
+    world = ctx.world
+    if "--force-download" in args and world.faults.corrupt_shard is not None:
+        world.faults = replace(world.faults, corrupt_shard=None)
+    path = f"/root/.cache/huggingface/hub/models--{repo.replace('/', '--')}"
+    return Out(0, f"Fetching files of {repo}: 100%\n{path}/snapshots/main\n")
+
+
 def _journalctl(argv: list[str], ctx: Ctx, stdin: str) -> Out:
     return Out(0, "-- No entries --\n")
 
@@ -100,4 +117,6 @@ COMMANDS = {
     "dmesg": Command(_dmesg, HOST),
     "journalctl": Command(_journalctl, HOST),
     "ps": Command(_ps, HOST),
+    "hf": Command(_hf, HOST),
+    "huggingface-cli": Command(_hf, HOST),
 }
