@@ -15,6 +15,7 @@ from spark_tui.errors import SparkTuiError
 from spark_tui.events import ActionProgress
 from spark_tui.kb.diagnosis import Diagnosis
 from spark_tui.nodes.cluster import NodeConfig
+from spark_tui.remedy.actions import kind
 
 if TYPE_CHECKING:
     from spark_tui.nodes.doctor import DoctorReport
@@ -221,7 +222,8 @@ class GuidedBringUp:
             if d.severity == "info" or not fixes or d.wall.id in seen:
                 continue
             fix = fixes[0]
-            if any(a.type in ("relaunch", "switch-recipe") for a in fix.actions):
+            kinds = [kind(a.type) for a in fix.actions]
+            if any(k.relaunches or k.replaces_recipe for k in kinds):
                 continue
             # a log wall's destructive fix is never queued from an old line
             if d.wall.kind == "log" and fix.risk == "destructive":

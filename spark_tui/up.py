@@ -120,12 +120,13 @@ def bring_up(
     while run.launches < max_launches:
         if launched_by is None:
             plan = session.plan_launch()
-            run.launches += 1
             r = session.recipe()
-            emit({"event": "launch", "launch": run.launches, "recipe": r.id if r else None})
+            emit({"event": "launch", "launch": run.launches + 1, "recipe": r.id if r else None})
             result = _run(session, plan, confirm, yes, step)
             if result is None:
+                emit({"event": "refused", "fix": plan.fix.id, "why": "not confirmed: nothing ran"})
                 break
+            run.launches += 1
         else:
             result = launched_by
         ok = result.ok
@@ -151,13 +152,13 @@ def bring_up(
         plan = session.plan_fix(d, fix)
         launched_by = None
         if plan.relaunches:
-            run.launches += 1
             r = plan.recipe_after
-            emit({"event": "launch", "launch": run.launches, "recipe": r.id if r else None})
+            emit({"event": "launch", "launch": run.launches + 1, "recipe": r.id if r else None})
         result = _apply(session, run, emit, plan, confirm, yes, step)
         if result is None:
             break
         if plan.relaunches:
+            run.launches += 1
             launched_by = result
     return _done(session, run, emit)
 

@@ -140,7 +140,9 @@ def collect_evidence(
 
 def evidence_only(fix: Fix) -> bool:
     """A fix that only gathers evidence (read-only) may run without asking."""
-    return fix.risk == "safe" and all(a.type == "collect-evidence" for a in fix.actions)
+    from spark_tui.remedy.actions import kind
+
+    return fix.risk == "safe" and all(kind(a.type).collects_evidence for a in fix.actions)
 
 
 class AutoEvidence:

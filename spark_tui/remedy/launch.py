@@ -348,6 +348,22 @@ class AutoRelaunchGuard:
 WALL_KEY = "wall:"
 
 
+def _undoable(action_type: str) -> bool:
+    """An action an automatic relaunch may take: it relaunches, gathers evidence, or makes a
+    recipe revision (undo restores it); nothing else it changes can be taken back."""
+    from spark_tui.remedy.actions import kind
+
+    k = kind(action_type)
+    revision = k.changes_recipe and not k.replaces_recipe and not k.on_nodes
+    return k.relaunches or k.collects_evidence or revision
+
+
+def _relaunches(action_type: str) -> bool:
+    from spark_tui.remedy.actions import kind
+
+    return kind(action_type).relaunches
+
+
 @dataclass(frozen=True)
 class RelaunchDecision:
     """What to do after a crash: relaunch once without asking, or ask (and why)."""
@@ -378,8 +394,8 @@ def decide_after_crash(
         f
         for f in fixes
         if f is not None
-        and any(a.type == "relaunch" for a in f.actions)
-        and all(a.type in ("patch-recipe", "relaunch", "collect-evidence") for a in f.actions)
+        and any(_relaunches(a.type) for a in f.actions)
+        and all(_undoable(a.type) for a in f.actions)
     ]
     if not relaunching:
         return RelaunchDecision(

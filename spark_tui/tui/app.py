@@ -42,12 +42,14 @@ class SparkTuiApp(App[int]):
         session: Session,
         *,
         live: bool = True,
+        autoplay: bool = False,
         scrollback: int = 100_000,
         max_pending_lines: int = 50_000,
     ) -> None:
         super().__init__()
         self.session = session
         self.live = live
+        self.autoplay = autoplay  # a simulated scenario launches its recipe by itself
         self.scrollback = scrollback
         self.pump = EventPump(self._wake, max_pending_lines=max_pending_lines)
         self._last_drain = 0.0
@@ -70,6 +72,9 @@ class SparkTuiApp(App[int]):
             except SparkTuiError as exc:
                 self.main_screen.set_last_action(f"monitor not started: {exc}", False)
                 self.notify(str(exc), title="Live monitor", severity="error", timeout=10)
+            else:
+                if self.autoplay and self.session.simulated:
+                    self.main_screen.play_scenario()
 
     def on_unmount(self) -> None:
         self.session.stop_watching()  # whoever opened the session closes it

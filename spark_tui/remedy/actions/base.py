@@ -188,6 +188,7 @@ class ActionKind(abc.ABC):
     needs_root: ClassVar[bool] = False  # always runs as root
     relaunches: ClassVar[bool] = False  # ends in a running engine (a launch plan)
     changes_recipe: ClassVar[bool] = False
+    replaces_recipe: ClassVar[bool] = False  # another recipe from now on (not a revision)
     collects_evidence: ClassVar[bool] = False  # read-only evidence gathering
     on_nodes: ClassVar[bool] = True  # runs commands on nodes (the preview names where)
     summary: ClassVar[str] = ""

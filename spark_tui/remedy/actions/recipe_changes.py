@@ -140,6 +140,7 @@ class SwitchRecipe(ActionKind):
     name = "switch-recipe"
     optional = frozenset({"to"})
     changes_recipe = True
+    replaces_recipe = True
     on_nodes = False
     summary = "use another recipe from now on (default: the one the current recipe names instead)"
 

@@ -256,6 +256,15 @@ class MainScreen(Screen):
             ok, summary = False, f"{type(exc).__name__}: {exc}"
         self.post_message(ActionFinished(action, ok, summary))
 
+    def play_scenario(self) -> None:
+        """A simulated scenario plays its story: its recipe is launched, as its people did."""
+        self.set_last_action("launching the scenario's recipe (simulated cluster)", None)
+        self.run_action_worker("launch", self._launch_job)
+
+    def _launch_job(self, progress: Callable[[ActionProgress], None]) -> tuple[bool, str]:
+        result = self.session.apply(self.session.plan_launch(), progress=progress, yes=True)
+        return result.ok, result.summary()
+
     def action_doctor(self) -> None:
         self._start("doctor", "Doctor: read-only preflight", self._doctor_job)
 
