@@ -466,13 +466,14 @@ class Session:
             self._preview_cache[key] = lines
         return lines
 
-    def plan_launch(self, clean: bool = True) -> FixPlan:
-        """(Re)launch the recipe in use: stop the stack, drop caches, Ray, serve, smoke."""
+    def plan_launch(self, clean: bool | None = None) -> FixPlan:
+        """(Re)launch the recipe in use: stop the stack, drop caches (as the recipe says,
+        unless `clean` says otherwise), Ray, serve, smoke."""
         recipe = self._require_recipe("launch")
         return action_plan(
             "relaunch",
             f"Relaunch {recipe.id} (rev {recipe.revision})",
-            [("relaunch", {"clean": clean})],
+            [("relaunch", {"clean": recipe.drop_caches if clean is None else clean})],
             self.config,
             recipe,
         )
@@ -637,8 +638,16 @@ class Session:
         return build_report(data)
 
     def export_report(self, diagnoses: list[Diagnosis] | None = None) -> Path:
-        """Write the report under the state directory; its path."""
-        out = self.state.reports_dir / time.strftime("incident-%Y%m%d-%H%M%S.md")
+        """Write the report where it outlives the session (a simulation's state does not:
+        its reports go to the temporary directory); its path."""
+        import tempfile
+
+        reports = (
+            Path(tempfile.gettempdir()) / "spark-tui-demo-reports"
+            if self.state.scratch
+            else self.state.reports_dir
+        )
+        out = reports / time.strftime("incident-%Y%m%d-%H%M%S.md")
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(self.report(diagnoses), encoding="utf-8")
         return out

@@ -150,7 +150,7 @@ class FixModal(ModalScreen[bool]):
             ok, summary = False, str(exc)
         except Exception as exc:  # an engine bug must end the modal, not hang it
             ok, summary = False, f"{type(exc).__name__}: {exc}"
-        self.post_message(ActionFinished(self.action, ok, summary))
+        self.app.call_from_thread(self._finished, ok, summary)
 
     def on_progress_reported(self, message: ProgressReported) -> None:
         message.stop()
@@ -165,20 +165,19 @@ class FixModal(ModalScreen[bool]):
         log.write_line(line)
         log.scroll_end(animate=False)
 
-    def on_action_finished(self, message: ActionFinished) -> None:
-        message.stop()
+    def _finished(self, ok: bool, summary: str) -> None:
+        """The run ended (UI thread): say how, and tell the app once (its status line)."""
         self.phase = "done"
-        self.result = message.ok
-        verdict = "Done — " if message.ok else "Failed — "
+        self.result = ok
+        verdict = "Done — " if ok else "Failed — "
         self.query_one("#fix-question", Static).update(
             Text(
-                verdict + message.summary + "   (Enter or Escape closes)",
-                style="bold green" if message.ok else "bold red",
+                verdict + summary + "   (Enter or Escape closes)",
+                style="bold green" if ok else "bold red",
             )
         )
         apply = self.query_one("#apply", Button)
         apply.label = "Close"
         apply.disabled = False
         apply.focus()
-        # the app records the outcome in the status line too
-        self.app.post_message(ActionFinished(self.action, message.ok, message.summary))
+        self.app.post_message(ActionFinished(self.action, ok, summary))
