@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from spark_tui.tui.app import SparkTuiApp
-from spark_tui.tui.screens.fix_modal import FixModal
-from spark_tui.tui.messages import DiagnosisShown, ReachabilityShown
 from spark_tui.session import Session
+from spark_tui.tui.app import SparkTuiApp
+from spark_tui.tui.messages import DiagnosisShown, ReachabilityShown
+from spark_tui.tui.screens.fix_modal import FixModal
 from spark_tui.tui.widgets.diagnoses_table import DiagnosesTable
 from spark_tui.tui.widgets.diagnosis_detail import DiagnosisDetail
 from spark_tui.tui.widgets.log_view import LogView
