@@ -56,6 +56,7 @@ def template_values(
     values["head.fabric_if"] = cluster.head.fabric_if
     values["node.rank"] = rank
     values["cluster.size"] = size
+    values["cluster.models_dir"] = cluster.models_dir
     return values
 
 
@@ -254,12 +255,14 @@ def render_plan(
     nodes, warnings = _nodes_for(recipe, cluster)
     head = nodes[0]
     size = len(nodes)
-    if recipe.status != "works":
+    if recipe.status == "broken":
         warnings.insert(
             0,
-            f"this recipe is known-broken ({', '.join(recipe.blocked_by)})"
+            f"this recipe is broken ({', '.join(recipe.blocked_by)})"
             + (f": use {recipe.instead}" if recipe.instead else ""),
         )
+    elif recipe.status == "untested":
+        warnings.insert(0, "this recipe is untested: no source reports it working")
     steps: list[LaunchStep] = []
     vals = {n.name: template_values(cluster, n, rank, size) for rank, n in enumerate(nodes)}
     container = {
@@ -384,7 +387,7 @@ def render_plan(
                 )
             )
             logs[n.name] = (tail,)
-        for n in nodes:
+        for n in nodes if size > 1 else ():  # one node: no group to join
             rank = int(vals[n.name]["node.rank"])  # type: ignore[call-overload]
             name = container[n.name]
             line = join_line(recipe, rank, size)
