@@ -27,7 +27,9 @@ LAUNCHER_ENV = {"VLLM_SPARK_EXTRA_DOCKER_ARGS"}
 LAUNCHER_FLAGS = {"--eth-if", "--ib-if", "--launch-script"}
 
 
-def cluster(ips: tuple[str, ...], fabric_if: str) -> ClusterConfig:
+def cluster(
+    ips: tuple[str, ...], fabric_if: str, models_dir: str = "~/.cache/huggingface"
+) -> ClusterConfig:
     nodes = tuple(
         NodeConfig(
             name=f"spark{i + 1}",
@@ -38,7 +40,7 @@ def cluster(ips: tuple[str, ...], fabric_if: str) -> ClusterConfig:
         )
         for i, ip in enumerate(ips)
     )
-    return ClusterConfig(nodes=nodes, source="test")
+    return ClusterConfig(nodes=nodes, source="test", models_dir=models_dir)
 
 
 def seed_items(text: str) -> tuple[set[tuple[str, str]], dict[str, str | None], set[str]]:
@@ -124,12 +126,17 @@ CASES = {
 }
 
 
+# the seed's models directory, as its owner's cluster.yaml names it (models_dir)
+MODELS_DIR = {"minimax-m2.7-nvfp4-vllm-tp2": "/home/milo/models"}
+
+
 @pytest.mark.parametrize("recipe_id", sorted(CASES))
 def test_seed_command_survives_rendering(recipe_id: str) -> None:
     excerpt, ips, fabric_if, sets = CASES[recipe_id]
     text = (SEEDS / excerpt).read_text()
     recipe = load_recipes().get(recipe_id)
-    plan = render_plan(recipe, cluster(ips, fabric_if), sets=sets, stamp="T")
+    models_dir = MODELS_DIR.get(recipe_id, "~/.cache/huggingface")
+    plan = render_plan(recipe, cluster(ips, fabric_if, models_dir), sets=sets, stamp="T")
     env, flags, volumes = rendered_items(plan)
     seed_env, seed_flags, seed_volumes = seed_items(text)
     assert seed_env or seed_flags

@@ -512,12 +512,14 @@ def validate_recipe(recipe: Recipe, what: str) -> Recipe:
     from spark_tui.recipes.revisions import recipe_to_data
 
     try:
-        checked = parse_recipe(recipe_to_data(recipe), what)
+        # profiles were checked when the file loaded; an override may drop a flag one unsets
+        checked = parse_recipe(recipe_to_data(replace(recipe, profiles={})), what)
     except InputErrors as exc:
         raise InputError(f"{what}: {exc.errors[0].reason}") from None
     # what the data round trip does not carry stays as it was
     return replace(
         checked,
+        profiles=recipe.profiles,
         source=recipe.source,
         origin=recipe.origin,
         unmapped=recipe.unmapped,
