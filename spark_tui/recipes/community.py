@@ -112,15 +112,18 @@ SGLANG_FLAG_MAP = {
 }
 SGLANG_BOOL_KEYS = {"trust_remote_code", "enable_torch_compile", "disable_radix_cache"}
 
-# short spellings (vLLM's argparse aliases) -> the long flag spark-tui's facts use
+# short spellings -> the long flag spark-tui's facts use (vLLM's argparse aliases; SGLang's
+# --tp/--pp, which its argparse accepts as prefixes of --tp-size/--pp-size)
 FLAG_ALIASES = {
-    "-tp": "--tensor-parallel-size",
-    "-pp": "--pipeline-parallel-size",
-    "-dp": "--data-parallel-size",
-    "-q": "--quantization",
-    "-cc": "--compilation-config",
-    "-ac": "--attention-config",
-    "--tp": "--tensor-parallel-size",
+    "vllm": {
+        "-tp": "--tensor-parallel-size",
+        "-pp": "--pipeline-parallel-size",
+        "-dp": "--data-parallel-size",
+        "-q": "--quantization",
+        "-cc": "--compilation-config",
+        "-ac": "--attention-config",
+    },
+    "sglang": {"--tp": "--tp-size", "--pp": "--pp-size", "--dp": "--dp-size"},
 }
 # flags that take no value, so the word after one is never its value
 BARE_FLAGS = {
@@ -181,10 +184,11 @@ def flavour(data: dict) -> str:
     return EUGR
 
 
-def canonical_flag(flag: str) -> str:
+def canonical_flag(flag: str, engine: str = "vllm") -> str:
     """`-tp` -> `--tensor-parallel-size`, `--max_model_len` -> `--max-model-len`."""
-    if flag in FLAG_ALIASES:
-        return FLAG_ALIASES[flag]
+    aliases = FLAG_ALIASES.get(engine, {})
+    if flag in aliases:
+        return aliases[flag]
     if flag.startswith("--"):
         name, dot, rest = flag[2:].partition(".")  # --compilation-config.cudagraph_mode
         return "--" + name.replace("_", "-") + dot + rest
@@ -281,6 +285,7 @@ def parse_command(words: list[str]) -> ParsedCommand:
     else:
         return p
     argv = rest[i:]
+    last: str | None = None  # the flag a following plain word may belong to (nargs)
     j = 0
     while j < len(argv):
         w = argv[j]
@@ -288,8 +293,12 @@ def parse_command(words: list[str]) -> ParsedCommand:
             p.dropped.append(f"{' '.join(argv[j:])!r} after the serve command")
             break
         if not w.startswith("-") or _NUMBER.fullmatch(w):
-            if p.model is None:
-                p.model = w
+            if p.model is None and p.engine == "vllm" and p.prefix[-1:] == ["serve"]:
+                p.model = w  # `vllm serve MODEL`: the one positional argument
+            elif last is not None and p.args.get(last) is not True:
+                # a flag taking several words: SGLang's --cuda-graph-bs 1 2 4 8
+                prev = p.args[last]
+                p.args[last] = [*(prev if isinstance(prev, list) else [prev]), typed(w)]
             else:
                 p.dropped.append(f"the word {w!r} (no flag before it)")
             j += 1
@@ -306,15 +315,17 @@ def parse_command(words: list[str]) -> ParsedCommand:
             j += 1
         else:
             arg = True
-        name = canonical_flag(flag)
+        name = canonical_flag(flag, p.engine)
         arg = typed(arg)
         if name in ("--model", "--model-path") and arg is not True:
             p.model = str(arg)
+            last = None
         else:
             if name in p.args:
                 p.dropped.append(f"{flag} given twice: the last value is kept (as the engine does)")
                 p.args.pop(name)
             p.args[name] = arg
+            last = name
         j += 1
     return p
 
@@ -323,13 +334,13 @@ def typed(word: Any) -> Any:
     """A command word as a YAML number when it reads back the same ('8000' -> 8000)."""
     if not isinstance(word, str):
         return word
-    try:
-        if str(int(word)) == word:
-            return int(word)
-        if repr(float(word)) == word:
-            return float(word)
-    except ValueError:
-        pass
+    for kind in (int, float):
+        try:
+            number = kind(word)
+        except ValueError:
+            continue
+        if repr(number) == word:
+            return number
     return word
 
 

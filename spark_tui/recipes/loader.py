@@ -164,8 +164,12 @@ class _Collector:
                     flag,
                 )
                 continue
-            if isinstance(value, list):
-                self.err(f"{where}.{key}.{flag}: a list is not a flag value", raw, flag)
+            if isinstance(value, list) and (
+                not value or any(isinstance(v, (list, dict, bool)) or v is None for v in value)
+            ):
+                self.err(
+                    f"{where}.{key}.{flag}: a list value holds words (one per value)", raw, flag
+                )
                 continue
             out[flag] = _plain(value)
         return out

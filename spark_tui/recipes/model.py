@@ -20,12 +20,16 @@ EXECUTORS: tuple[str, ...] = ("ray", "mp")
 STATUSES: tuple[str, ...] = ("works", "broken", "untested")
 LEGACY_STATUSES: dict[str, str] = {"known-broken": "broken"}  # older spelling, still read
 
-# An argument value: a string/number, True for a bare flag, or a mapping rendered as JSON.
+# An argument value: a string/number, True for a bare flag, a mapping rendered as JSON,
+# or a list of words (a flag taking several values: SGLang's --cuda-graph-bs 1 2 4).
 ArgValue = Any
 
 
 def render_value(value: ArgValue) -> str:
-    """One argument value as the text the command line gets (dicts as compact JSON)."""
+    """One argument value as the text the command line gets (dicts as compact JSON; a list,
+    a flag taking several words, as those words joined by spaces)."""
+    if isinstance(value, list):
+        return " ".join(render_value(v) for v in value)
     if isinstance(value, dict):
         return json.dumps(value, separators=(",", ":"))
     if isinstance(value, bool):

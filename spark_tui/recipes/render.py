@@ -84,7 +84,9 @@ def arg_words(
     out: list[str] = []
     for flag, value in args.items():
         out.append(flag)
-        if value is not True:
+        if isinstance(value, list):  # one word per value
+            out += [substitute(render_value(v), values, recipe, node) for v in value]
+        elif value is not True:
             out.append(substitute(render_value(value), values, recipe, node))
     return out
 
