@@ -66,6 +66,7 @@ def test_the_six_recipes_load() -> None:
     assert ds.serve.args["--kv-cache-dtype"] == "fp8_e4m3"
     for r in book:
         assert set(r.blocked_by) <= WALL_IDS
+    for r in (book.get(rid) for rid in SIX):
         assert r.model.checkpoint_bytes and r.model.checkpoint_source
         assert r.sources and all(s.title and s.url.startswith("https://") for s in r.sources)
     m3 = book.get("minimax-m3-nvfp4-vllm-tp3")
@@ -161,4 +162,4 @@ def test_user_recipes_add_and_override_by_id() -> None:
     assert book.get("tiny").image == "img:1"
     mine = book.get("minimax-m2.7-mxfp4-vllm-tp2")
     assert mine.image == "mine:2" and mine.serve.port == 9000 and str(d) in mine.source
-    assert len(book) == len(SIX) + 1
+    assert len(book) == len(load_recipes(use_user=False)) + 1

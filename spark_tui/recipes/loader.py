@@ -447,34 +447,46 @@ def parse_recipe(data: Any, file: str) -> Recipe:
     if image is not None and (not isinstance(image, str) or not IMAGE.fullmatch(image)):
         c.err(f"image {image!r} is not a container image name", top, "image")
         image = None
+    # every field read before the check, so each of its errors is raised
+    title = c.text(top, "title", "recipe")
+    image_note = c.text(top, "image_note", "recipe")
+    volumes = c.text_list(top, "volumes", "recipe")
+    docker_args = c.args(docker, "args", "docker")
+    docker_env = c.env(docker, "env", "docker")
+    measured = c.measured(top, "measured", "recipe") or Measured()
+    instead = c.text(top, "instead", "recipe") or None
+    if instead and not ID.fullmatch(instead):
+        c.err(f"instead: {instead!r} is not a recipe id", top, "instead")
+    instead_note = c.text(top, "instead_note", "recipe")
+    notes = c.text_list(top, "notes", "recipe")
     if c.errors:
         raise InputErrors(c.errors)
     return Recipe(
         id=rid,
-        title=c.text(top, "title", "recipe"),
+        title=title,
         engine=engine,
         executor=executor,
         model=model,
         nodes=nodes,
         serve=serve,
         image=image,
-        image_note=c.text(top, "image_note", "recipe"),
+        image_note=image_note,
         head_container=head_c,
         worker_container=worker_c,
-        volumes=c.text_list(top, "volumes", "recipe"),
-        docker_args=c.args(docker, "args", "docker"),
-        docker_env=c.env(docker, "env", "docker"),
+        volumes=volumes,
+        docker_args=docker_args,
+        docker_env=docker_env,
         ray=ray,
         smoke=smoke,
         drop_caches=drop,
-        measured=c.measured(top, "measured", "recipe") or Measured(),
+        measured=measured,
         profiles=profiles,
         status=status,
         blocked_by=blocked,
-        instead=c.text(top, "instead", "recipe") or None,
-        instead_note=c.text(top, "instead_note", "recipe"),
+        instead=instead,
+        instead_note=instead_note,
         workarounds=tuple(workarounds),
-        notes=c.text_list(top, "notes", "recipe"),
+        notes=notes,
         sources=sources,
         source=file,
     )

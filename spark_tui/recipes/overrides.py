@@ -30,7 +30,7 @@ def parse_set(item: str) -> tuple[str, str]:
     key, sep, value = item.partition("=")
     if not sep or not key:
         raise InputError(f"--set {item!r}: expected KEY=VALUE (e.g. serve.--max-model-len=4096)")
-    return key.strip(), value
+    return key, value  # not stripped: a key with blanks or a newline is refused, not mended
 
 
 def _flag_value(value: str) -> Any:
