@@ -38,7 +38,7 @@ class Diagnosis:
         return self.fix_ids or tuple(f.id for f in self.wall.fixes)
 
     def to_json(self) -> dict[str, object]:
-        """The object of DESIGN.md's `triage --json`."""
+        """The object `triage --json` prints (docs/json.md)."""
         return {
             "wall": self.wall.id,
             "title": self.wall.title,
