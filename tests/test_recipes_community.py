@@ -252,13 +252,20 @@ def _random_eugr(rng: random.Random) -> str:
     lines += rng.sample(_BARE, rng.randrange(len(_BARE)))
     if rng.random() < 0.5:
         lines.append("""--compilation-config '{{"cudagraph_mode":"none"}}'""")
+    if rng.random() < 0.5:  # a placeholder inside escaped JSON (str.format fills it)
+        defaults["nst"] = rng.randrange(1, 8)
+        lines.append(
+            """--speculative-config '{{"method":"ngram","num_speculative_tokens":{nst}}}'"""
+        )
     rest = lines[1:]
     rng.shuffle(rest)  # flags in any order, the model first
     lines = [lines[0], *rest]
     env = {f"VLLM_X_{i}": rng.choice(["0", "1", "marlin", "a b"]) for i in range(rng.randrange(4))}
+    extra = {"model_revision": "abc123"} if rng.random() < 0.3 else {}  # eugr may pin one
     return yaml.safe_dump(
         {
             "recipe_version": "1",
+            **extra,
             "name": "fuzz",
             "container": "vllm-node",
             "defaults": defaults,

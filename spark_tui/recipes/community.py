@@ -177,11 +177,12 @@ def is_community(data: Any) -> bool:
 
 
 def flavour(data: dict) -> str:
-    """eugr (recipe_version 1, run-recipe.sh) or sparkrun (version 2 or its own keys)."""
+    """eugr (recipe_version 1, run-recipe.sh) or sparkrun (version 2; without a version,
+    sparkrun's own keys). The version decides: an eugr recipe may carry model_revision."""
     version = str(data.get("sparkrun_version", data.get("recipe_version", "")))
-    if version == "2" or (_SPARKRUN_KEYS & set(data)):
-        return SPARKRUN
-    return EUGR
+    if version in ("1", "2"):
+        return EUGR if version == "1" else SPARKRUN
+    return SPARKRUN if _SPARKRUN_KEYS & set(data) else EUGR
 
 
 def canonical_flag(flag: str, engine: str = "vllm") -> str:
