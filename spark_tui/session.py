@@ -207,7 +207,7 @@ class Session:
             if no_config == "refuse":
                 raise InputError(
                     "no cluster.yaml (./cluster.yaml or ~/.config/spark-tui/cluster.yaml): "
-                    "write one (see docs/cluster.md or 'spark-tui discover'), pass --config "
+                    "write one (see docs/cluster-yaml.md or 'spark-tui discover'), pass --config "
                     "FILE, or --demo SCENARIO for the simulated cluster"
                 )
             if no_config == "offline":
@@ -548,7 +548,11 @@ class Session:
             self.clock,
             recipe_facts=recipe.facts() if recipe else None,
             image=recipe.image if recipe else None,
-            model_paths=recipe_model_paths(recipe.model.path, recipe.volumes) if recipe else (),
+            model_paths=(
+                recipe_model_paths(recipe.model.path, recipe.volumes, self.config.models_dir)
+                if recipe
+                else ()
+            ),
             fit_recipe=recipe,
         )
         if self.monitor is not None:

@@ -54,7 +54,7 @@ class Diagnosis:
         return self.fix_ids or tuple(f.id for f in self.wall.fixes)
 
     def to_json(self) -> dict[str, object]:
-        """The object of `triage --json` (docs/json.md); a resolved one says how."""
+        """The object `triage --json` prints (docs/json.md); a resolved one says how."""
         out: dict[str, object] = {
             "wall": self.wall.id,
             "title": self.wall.title,

@@ -48,8 +48,10 @@ def recipe_to_data(r: Recipe) -> dict[str, Any]:
         data["workarounds"] = [
             {"title": w.title, **({"detail": w.detail} if w.detail else {})} for w in r.workarounds
         ]
-    if r.seeds:
-        data["seeds"] = list(r.seeds)
+    if r.sources:
+        data["sources"] = [
+            {"title": src.title, **({"url": src.url} if src.url else {})} for src in r.sources
+        ]
     model: dict[str, Any] = {"id": m.id, "path": m.path}
     if m.checkpoint_bytes is not None:
         model["checkpoint_bytes"] = m.checkpoint_bytes
@@ -151,6 +153,8 @@ def _measured(m: Any) -> dict[str, Any]:
         out["startup_s"] = m.startup_s
     if m.notes:
         out["notes"] = list(m.notes)
+    if m.source:
+        out["source"] = m.source
     return out
 
 
@@ -166,27 +170,32 @@ def apply_patch(
     set_env: dict[str, Any] | None = None,
     unset_env: list[str] | tuple[str, ...] | None = None,
 ) -> Recipe:
-    """The recipe with a patch-recipe action's changes (pure; nothing stored)."""
+    """The recipe with a patch-recipe action's changes (pure; nothing stored), through the
+    validation of a recipe file: a change that makes it invalid is an InputError."""
+    from spark_tui.recipes.loader import validate_recipe
+
     if target not in TARGETS:
         raise InputError(f"patch-recipe target must be one of {', '.join(TARGETS)}")
     set_args = {k: v for k, v in (set_args or {}).items()}
     set_env = {k: str(v) for k, v in (set_env or {}).items()}
     if target == "serve":
-        return replace(
+        out = replace(
             recipe, serve=patch_serve(recipe.serve, set_args, unset_args, set_env, unset_env)
         ).with_consistent_profiles()
-    if target == "ray":
+    elif target == "ray":
         ray = replace(
             recipe.ray,
             args=patch_mapping(recipe.ray.args, set_args, unset_args),
             env=patch_mapping(recipe.ray.env, set_env, unset_env),
         )
-        return replace(recipe, ray=ray)
-    return replace(
-        recipe,
-        docker_args=patch_mapping(recipe.docker_args, set_args, unset_args),
-        docker_env=patch_mapping(recipe.docker_env, set_env, unset_env),
-    )
+        out = replace(recipe, ray=ray)
+    else:
+        out = replace(
+            recipe,
+            docker_args=patch_mapping(recipe.docker_args, set_args, unset_args),
+            docker_env=patch_mapping(recipe.docker_env, set_env, unset_env),
+        )
+    return validate_recipe(out, f"patch-recipe ({target})")
 
 
 def unified_diff(before: Recipe, after: Recipe, label: str = "") -> str:
