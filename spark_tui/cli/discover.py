@@ -166,7 +166,11 @@ def _confirm(output) -> bool:
 
 
 def _write(output, text: str):
-    """Write cluster.yaml; an existing file is moved aside (timestamped), never overwritten."""
+    """Write cluster.yaml; an existing file is moved aside (timestamped), never overwritten.
+    Refused under --read-only."""
+    from spark_tui import policy
+
+    policy.refuse_if_read_only(f"write {output}")
     import os
 
     from spark_tui.recipes.render import stamp_now

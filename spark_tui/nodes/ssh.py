@@ -207,7 +207,11 @@ def fetch_host_key(target: SSHTarget, timeout: float = CONNECT_TIMEOUT_S) -> par
 
 
 def append_known_host(target: SSHTarget, key: paramiko.PKey) -> Path:
-    """Append the key to the first known_hosts file (created 0600 when absent)."""
+    """Append the key to the first known_hosts file (created 0600 when absent); refused
+    under --read-only."""
+    from spark_tui import policy
+
+    policy.refuse_if_read_only(f"trust the host key of {target.alias} (write known_hosts)")
     path = Path(target.known_hosts[0] if target.known_hosts else default_known_hosts_path())
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     line = f"{target.known_hosts_name} {key.get_name()} {key.get_base64()}\n"
