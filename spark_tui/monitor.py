@@ -132,6 +132,7 @@ class ClusterMonitor:
         self._nccl: dict[str, tuple[str, tuple[NcclLibrary, ...]]] = {}
         self._nccl_failed: dict[str, str] = {}
         self._own_log: dict[str, bool] = {n.name: False for n in cluster.nodes}
+        self._stack_seen: set[str] = set()  # nodes where the stack was seen up this attempt
         self._last_reachable: dict[str, float] = {}  # time of each node's last good round
         self._round_no: dict[str, int] = {n.name: 0 for n in cluster.nodes}
         self._round_cv = threading.Condition()
@@ -219,8 +220,19 @@ class ClusterMonitor:
                 if node in self._serving:
                     self._serving[node].reset("starting", now)
                     self._own_log[node] = False
+                    self._stack_seen.discard(node)
         for d in resolved:
             self.emit(DiagnosisResolved(d, now))
+
+    def stopped(self, nodes: Iterable[str]) -> None:
+        """spark-tui stopped the stack on these nodes: nothing serves there now."""
+        now = self.clock.now()
+        with self._lock:
+            for node in nodes:
+                if node in self._serving:
+                    self._serving[node].reset("stopped", now)
+                    self._own_log[node] = False
+                    self._stack_seen.discard(node)
 
     def resolve_fixed(self, wall_id: str, how: str, last_launch_at: float | None) -> None:
         """A fix for this wall ran and verified: its readings walls are resolved (raised
@@ -409,7 +421,9 @@ class ClusterMonitor:
         up = state.engine is not None or any(
             c.state == "running" and _is_stack_name(c.name, c.image) for c in state.containers
         )
-        if not up:
+        if up:
+            self._stack_seen.add(node)
+        elif node in self._stack_seen:  # it was up in this attempt and is gone now
             return own if own.phase in ("crashed", "stopped") else ServingState()
         head = self.cluster.head.name
         if node == head or self._own_log.get(node) or head not in self._serving:

@@ -75,9 +75,11 @@ class ServingTracker:
         self._set(last_log_at=now)
         if any(r.search(line) for r in _ENGINE_LINES):
             self.engine_seen = True
-        if s.phase == "crashed" and not _STARTING.search(line):
-            return self.state  # what a dead engine prints last does not revive it
         if s.phase in ("stopped", "crashed"):
+            # what a stopped or dead stack prints last (shutdown, a traceback) starts nothing:
+            # only an engine starting, or its progress, does
+            if not _STARTING.search(line) and not any(r.search(line) for r in _ENGINE_LINES):
+                return self.state
             self._set(phase="starting", progress_at=now)
         if m := _CAPTURE.search(line):
             done, total = int(m.group(1)), int(m.group(2))
