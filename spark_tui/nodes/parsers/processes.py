@@ -9,7 +9,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
-_DEFAULT_PORT = {"vllm": 8000, "sglang": 30000}
+from spark_tui.engine_command import DEFAULT_PORT, engine_words, parse_command
 
 
 @dataclass(frozen=True)
@@ -37,43 +37,20 @@ def _words(args: str) -> list[str]:
         return args.split()
 
 
-def _flag(words: list[str], *names: str) -> str | None:
-    for i, w in enumerate(words):
-        for n in names:
-            if w == n and i + 1 < len(words):
-                return words[i + 1]
-            if w.startswith(n + "="):
-                return w.split("=", 1)[1]
-    return None
-
-
 def engine_from_args(pid: int, words: list[str]) -> EngineProcess | None:
     """The engine an argument vector starts, or None (the docker CLI, a log tail, …)."""
     if not words or os.path.basename(words[0]) in ("docker", "tail", "grep", "sh", "bash"):
         return None
-    kind = model = None
-    for i, w in enumerate(words):
-        base = os.path.basename(w)
-        if base == "vllm" and i + 1 < len(words) and words[i + 1] == "serve":
-            kind = "vllm"
-            rest = words[i + 2 :]
-            model = rest[0] if rest and not rest[0].startswith("-") else None
-            break
-        if w in ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server"):
-            kind = "vllm"
-            break
-        if w == "sglang.launch_server":
-            kind = "sglang"
-            break
-    if kind is None:
+    engine = engine_words(words)
+    if engine is None:
         return None
-    model = model or _flag(words, "--model", "--model-path")
-    port_text = _flag(words, "--port")
+    parsed = parse_command(engine)
+    port = parsed.args.get("--port")
     try:
-        port = int(port_text) if port_text else _DEFAULT_PORT[kind]
-    except ValueError:
-        port = _DEFAULT_PORT[kind]
-    return EngineProcess(pid, kind, model, port, tuple(words))
+        port = int(port) if port is not None and port is not True else DEFAULT_PORT[parsed.engine]
+    except (TypeError, ValueError):
+        port = DEFAULT_PORT[parsed.engine]
+    return EngineProcess(pid, parsed.engine, parsed.model, port, tuple(words))
 
 
 _LINE = re.compile(r"^\s*(\d+)\s+(.*\S)\s*$")
