@@ -173,8 +173,6 @@ def typed(word: Any) -> Any:
     return word
 
 
-
-
 _MODULES = ("sglang.launch_server", "vllm.entrypoints.openai.api_server")
 DEFAULT_PORT = {"vllm": 8000, "sglang": 30000}
 

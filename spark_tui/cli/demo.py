@@ -25,7 +25,8 @@ def run(args: argparse.Namespace) -> int | OpenTui:
         all_ = sc.scenarios()
         width = max(len(n) for n in all_)
         for name, s in all_.items():
-            print(f"{name:<{width}}  {s.description}  [seed {s.seed}; recipe {s.recipe}]")
+            launches = f"recipe {s.recipe}" if s.recipe else "a deployment already running"
+            print(f"{name:<{width}}  {s.description}  [seed {s.seed}; {launches}]")
         return 0
     name = args.scenario or sc.DEFAULT
     sc.get(name)  # an unknown name is an InputError (exit 2) before any screen opens

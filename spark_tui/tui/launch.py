@@ -18,6 +18,6 @@ def run_tui(config: str | None, read_only: bool, scenario: str | None) -> int:
     from spark_tui.tui.app import SparkTuiApp
 
     with open_cluster(config, scenario=scenario, read_only=read_only) as session:
-        app = SparkTuiApp(session, autoplay=session.simulated, scrollback=scrollback_lines())
+        app = SparkTuiApp(session, autoplay=session.plays_launch, scrollback=scrollback_lines())
         app.run()
     return app.return_code or 0

@@ -74,3 +74,32 @@ def parse_processes(text: str) -> StackProcesses:
         elif engine is None:
             engine = engine_from_args(pid, words)
     return StackProcesses(head, member or head, engine)
+
+
+_CONTAINER_ID = re.compile(r"docker[-/]([0-9a-f]{12,64})")
+_UNIT = re.compile(r"/([A-Za-z0-9@._:-]+\.service)(?:/|$)")
+
+
+@dataclass(frozen=True)
+class EngineOutput:
+    """Where an engine process's output goes (ENGINE_OUTPUT's answer)."""
+
+    target: str | None  # a file path, or "pipe:[…]", "socket:[…]", "/dev/pts/3"
+    container_id: str | None  # the docker container it runs in
+    unit: str | None  # the systemd unit it runs under (outside docker)
+
+    @property
+    def file(self) -> str | None:
+        """The file it writes to (not a pipe, a socket or a terminal)."""
+        t = self.target
+        return t if t and t.startswith("/") and not t.startswith(("/dev/", "/proc/")) else None
+
+
+def parse_engine_output(text: str) -> EngineOutput:
+    """`readlink /proc/PID/fd/1; cat /proc/PID/cgroup` → EngineOutput."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    target = lines[0] if lines and not lines[0].startswith(("0::", "1:", "2:")) else None
+    cgroups = "\n".join(lines[1:] if target else lines)
+    cid = _CONTAINER_ID.search(cgroups)
+    unit = _UNIT.search(cgroups) if cid is None else None
+    return EngineOutput(target, cid.group(1) if cid else None, unit.group(1) if unit else None)
