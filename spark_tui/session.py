@@ -619,9 +619,9 @@ class Session:
         if result.tok_s is not None:
             self._last_tok_s = result.tok_s
         remedial = any(not a.kind.collects_evidence for a in plan.actions)  # not just evidence
-        if result.ok and result.verified is not False and remedial and plan.wall:
-            if self.monitor is not None:
-                self.monitor.resolve_fixed(plan.wall, plan.fix.title, self._last_launch_at)
+        fixed = result.ok and result.verified is not False and remedial and bool(plan.wall)
+        if fixed and self.monitor is not None:
+            self.monitor.resolve_fixed(plan.wall, plan.fix.title, self._last_launch_at)
         return result
 
     def _require_recipe(self, what: str) -> Recipe:
