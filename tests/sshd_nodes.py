@@ -81,7 +81,22 @@ esac
 """,
     "docker": r"""
 case "$1" in
-  ps) /bin/cat "$D/docker-ps.jsonl" 2>/dev/null ;;
+  ps)
+    f="$D/docker-ps.jsonl"; [ -f "$f" ] || exit 0
+    case " $* " in
+      *" -q "*|*" -aq "*|*" -qa "*) sed -n 's/.*"ID":"\([^"]*\)".*/\1/p' "$f" ;;
+      *"{{.Names}}"*) sed -n 's/.*"Names":"\([^"]*\)".*/\1/p' "$f" ;;
+      *) /bin/cat "$f" ;;
+    esac ;;
+  stop|kill)
+    # a stopped container is no longer listed by `docker ps` (filters are not simulated)
+    shift; f="$D/docker-ps.jsonl"
+    for a in "$@"; do
+      case "$a" in -*|[0-9]|[0-9][0-9]) continue ;; esac
+      [ -f "$f" ] && grep -v -e "\"ID\":\"$a\"" -e "\"Names\":\"$a\"" "$f" > "$f.tmp"; mv -f "$f.tmp" "$f" 2>/dev/null
+      echo "$a"
+    done ;;
+  rename|update) exit 0 ;;
   exec) if [ -f "$D/ray-status.txt" ]; then /bin/cat "$D/ray-status.txt"; else
         echo "Error response from daemon: No such container: $2" >&2; exit 1; fi ;;
   image) if [ -f "$D/image-id.txt" ]; then /bin/cat "$D/image-id.txt"; else
