@@ -13,19 +13,19 @@ from pathlib import Path
 
 import pytest
 
-from spark_tui import paths
+from spark_tui import paths, policy
 from spark_tui.entry import main
 from spark_tui.kb.loader import parse_wall
-from spark_tui.kb.schema import ACTION_FIELDS, Fix
+from spark_tui.kb.schema import Fix
 from spark_tui.nodes.cluster import ClusterConfig, NodeConfig
 from spark_tui.recipes.loader import load_recipes
-from spark_tui.recipes.revisions import RevisionStore
+from spark_tui.remedy.actions import REGISTRY
 from spark_tui.remedy.fixes import ReadOnlyRefused, plan_fix, run_fix
-from spark_tui.remedy.journal import FixAlreadyRunning, FixLock, Journal, interrupted_fixes
-from spark_tui.remedy.render import BOOT_ID_COMMAND
+from spark_tui.remedy.journal import FixAlreadyRunning, FixLock, unfinished
+from spark_tui.remedy.render import BOOT_ID_COMMAND, STACK_UP
+from spark_tui.state import StateDir
 from spark_tui.yamlfile import parse_yaml
-from tests.remedy_shims import make_world
-from tests.test_remedy_launch import StepClock
+from tests.remedy_shims import journal, make_world, revisions, run_env
 
 CLUSTER = ClusterConfig(
     nodes=(
@@ -84,7 +84,7 @@ def test_every_action_type_renders_with_real_values() -> None:
         "relaunch": "clean: true",
         "collect-evidence": "items: [log-tail, py-spy, readings, kernel-log-previous-boot, pstore, nvidia-bug-report, nccl-libraries]\n      on: head",
     }
-    assert set(actions) == set(ACTION_FIELDS)
+    assert set(actions) == set(REGISTRY)
     body = "\n".join(f"    - type: {t}\n      {p}" for t, p in actions.items())
     fix = fix_from(
         f"- id: all\n  title: every action\n  risk: destructive\n  root: true\n  actions:\n{body}\n"
@@ -141,15 +141,18 @@ def test_preview_equals_run_byte_for_byte(tmp_path: Path) -> None:
     world = make_world(tmp_path / "w", CLUSTER)
     plan = plan_fix(fix, CLUSTER, recipe(), seen="spark1", stamp="S2")
     preview = plan.preview_lines()
-    result = run_fix(plan, world.transports, yes=True, clock=StepClock())
+    result = run_fix(plan, run_env(world.transports), yes=True)
     assert result.ok, result.message
     for node, transport in world.transports.items():
-        ran = [c for c in transport.commands if c != BOOT_ID_COMMAND]
+        # besides the plan: the read-only check that the stack is down (stop-stack's verify)
+        ran = [c for c in transport.commands if c not in (BOOT_ID_COMMAND, STACK_UP)]
         planned = [c.command for c in plan.commands() if c.node == node]
         assert ran == planned  # the same strings, byte for byte
         assert all(c in preview for c in ran)
     assert not victim.exists()
     assert (tmp_path / "zz-override.conf.spark-tui-backup-S2").read_text().startswith("options")
+    assert [(v.node, v.holds) for v in result.verify] == [("spark1", True), ("spark2", True)]
+    # each action once per node (stop-stack runs two commands per node: still one action)
     assert result.done == {
         "spark1": ["run", "move-aside", "stop-stack"],
         "spark2": ["run", "stop-stack"],
@@ -185,9 +188,13 @@ def test_cli_fix_runs_verifies_and_journals(
     assert main(["fix", "test-wall", "--yes", "--config", str(config)]) == 0
     out = capsys.readouterr().out
     assert "verify [spark1] memory.total_gib > 0: holds" in out
-    events = [e["event"] for e in Journal().entries()]
-    assert events[0] == "fix-start" and events[-1] == "fix-end"
-    assert events.count("command") == 1 and events.count("verify") == 1
+    entries = journal().entries()
+    events = [e["event"] for e in entries]
+    assert events == ["fix-start", "started", "finished", "verify", "fix-end"]
+    started, finished = entries[1], entries[2]
+    assert started["cmd"] == finished["cmd"] and started["node"] == "spark1"
+    assert started["command"] == "echo enP7s7 10.10.10.1 10.10.10.1 > /dev/null"
+    assert finished["outcome"] == "exit" and finished["exit_code"] == 0
 
 
 def test_refused_confirmation_executes_nothing(tmp_path: Path) -> None:
@@ -199,31 +206,35 @@ def test_refused_confirmation_executes_nothing(tmp_path: Path) -> None:
         asked.append((prompt, nodes))
         return False
 
-    result = run_fix(plan_fix(fix, CLUSTER), world.transports, confirm=refuse)
+    result = run_fix(plan_fix(fix, CLUSTER), run_env(world.transports), confirm=refuse)
     assert not result.ok and "nothing ran" in result.message
     assert asked and asked[0][1] == ("spark1", "spark2")
     assert "spark1" in asked[0][0] and "spark2" in asked[0][0]
     assert world.calls() == [] and all(not t.commands for t in world.transports.values())
-    assert Journal().entries() == []
+    assert journal().entries() == []
 
 
 def test_read_only_refuses_every_action(tmp_path: Path) -> None:
     world = make_world(tmp_path / "w", CLUSTER)
+    policy.set_read_only(True)
     with pytest.raises(ReadOnlyRefused, match="read-only"):
-        run_fix(plan_fix(fix_from(RUN_FIX), CLUSTER), world.transports, read_only=True, yes=True)
+        run_fix(plan_fix(fix_from(RUN_FIX), CLUSTER), run_env(world.transports), yes=True)
+    policy.set_read_only(False)  # never loosens: still refused
+    with pytest.raises(ReadOnlyRefused, match="read-only"):
+        run_fix(plan_fix(fix_from(RUN_FIX), CLUSTER), run_env(world.transports), yes=True)
     assert all(not t.commands for t in world.transports.values())
-    assert Journal().entries() == []
+    assert journal().entries() == []
 
 
 def test_a_fix_already_running_cannot_start_again(tmp_path: Path) -> None:
     world = make_world(tmp_path / "w", CLUSTER)
-    with FixLock() as held:
+    with FixLock(StateDir.real().lock_path) as held:
         held.acquire("fix other (test)")
         with pytest.raises(FixAlreadyRunning, match="fix other"):
-            run_fix(plan_fix(fix_from(RUN_FIX), CLUSTER), world.transports, yes=True)
+            run_fix(plan_fix(fix_from(RUN_FIX), CLUSTER), run_env(world.transports), yes=True)
     assert all(not t.commands for t in world.transports.values())
     # released: it runs now
-    assert run_fix(plan_fix(fix_from(RUN_FIX), CLUSTER), world.transports, yes=True).ok
+    assert run_fix(plan_fix(fix_from(RUN_FIX), CLUSTER), run_env(world.transports), yes=True).ok
 
 
 def test_failure_names_node_and_leaves_the_journal_whole(tmp_path: Path) -> None:
@@ -241,13 +252,15 @@ def test_failure_names_node_and_leaves_the_journal_whole(tmp_path: Path) -> None
               root: true
         """
     )
-    result = run_fix(plan_fix(fix, CLUSTER), world.transports, yes=True)
+    result = run_fix(plan_fix(fix, CLUSTER), run_env(world.transports), yes=True)
     assert not result.ok and result.failed_node == "spark1"
     assert "run failed on spark1" in result.message and "sudo needs a password" in result.message
-    entries = Journal().entries()
-    assert [e["event"] for e in entries] == ["fix-start", "command", "fix-end"]
-    assert entries[1]["exit_code"] == 1 and "password is required" in entries[1]["output_tail"]
-    assert entries[2]["status"] == "failed"
+    entries = journal().entries()
+    assert [e["event"] for e in entries] == ["fix-start", "started", "finished", "fix-end"]
+    assert entries[1]["cmd"] == entries[2]["cmd"] and entries[1]["node"] == "spark1"
+    assert entries[2]["outcome"] == "exit" and entries[2]["exit_code"] == 1
+    assert "password is required" in entries[2]["output_tail"]
+    assert entries[3]["status"] == "failed"
     assert world.transports["spark2"].commands == []  # stopped at the first failure
 
 
@@ -261,20 +274,22 @@ def test_interrupted_fix_says_which_nodes_got_it(tmp_path: Path) -> None:
     with pytest.raises(KeyboardInterrupt):
         run_fix(
             plan_fix(fix_from(RUN_FIX), CLUSTER),
-            world.transports,
+            run_env(world.transports),
             yes=True,
             emit=interrupt_on_spark2,
         )
-    entries = Journal().entries()
-    assert [e["event"] for e in entries] == ["fix-start", "command", "fix-interrupted"]
+    entries = journal().entries()
+    events = [e["event"] for e in entries]
+    assert events == ["fix-start", "started", "finished", "fix-interrupted"]
     assert entries[-1]["done"] == {"spark1": ["run"]}
+    assert world.transports["spark2"].commands == []  # interrupted before it started there
     # a hard crash (no interrupt record, a torn last line) is still readable
-    journal = paths.state_dir() / "journal.jsonl"
-    lines = journal.read_text().splitlines()
-    journal.write_text("\n".join(lines[:-1]) + '\n{"event": "comm')
-    found = interrupted_fixes()
-    assert len(found) == 1 and found[0].done == {"spark1": ["run"]}
-    assert "done on spark1 (run); not reached: spark2" in found[0].describe()
+    path = StateDir.real().journal_path
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(lines[:-1]) + '\n{"event": "fini')
+    found = unfinished(journal())
+    assert len(found) == 1 and found[0].done == {"spark1": ["run"]} and found[0].cut == ()
+    assert "finished on spark1 (run); not reached: spark2" in found[0].describe()
 
 
 def test_verify_runs_on_fresh_facts_and_is_journaled(tmp_path: Path) -> None:
@@ -283,13 +298,14 @@ def test_verify_runs_on_fresh_facts_and_is_journaled(tmp_path: Path) -> None:
     cached = {"spark1": 2.0, "spark2": 30.0}
     result = run_fix(
         plan_fix(fix, CLUSTER),
-        world.transports,
+        run_env(world.transports),
         yes=True,
         verify_facts=lambda node: {"memory.cached_gib": cached[node]},
     )
     assert [(v.node, v.holds) for v in result.verify] == [("spark1", True), ("spark2", False)]
-    assert result.verified is False and "does not hold" in result.message
-    verifies = [e for e in Journal().entries() if e["event"] == "verify"]
+    assert result.verified is False and "does not hold" in result.summary()
+    assert "memory.cached_gib < 5 on spark2: NO" in result.summary()
+    verifies = [e for e in journal().entries() if e["event"] == "verify"]
     assert [(e["node"], e["holds"]) for e in verifies] == [("spark1", True), ("spark2", False)]
 
 
@@ -308,11 +324,11 @@ def test_patch_recipe_makes_a_revision_and_verifies_recipe_facts(tmp_path: Path)
           verify: ["recipe.serve_args.--gpu-memory-utilization <= 0.8"]
         """
     )
-    result = run_fix(plan_fix(fix, CLUSTER, recipe()), world.transports, yes=True)
+    result = run_fix(plan_fix(fix, CLUSTER, recipe()), run_env(world.transports), yes=True)
     assert result.ok and result.verified is True
     assert result.recipe is not None and result.recipe.revision == 1
     assert load_recipes().get(recipe().id).serve.args["--gpu-memory-utilization"] == 0.78
-    revs = RevisionStore().revisions(recipe().id)
+    revs = revisions().revisions(recipe().id)
     assert [r.number for r in revs] == [0, 1]
     assert "+    --gpu-memory-utilization: 0.78" in revs[1].diff
     assert world.calls() == []  # a recipe patch touches no node
@@ -334,16 +350,20 @@ def test_reboot_waits_for_the_node_with_a_countdown(tmp_path: Path) -> None:
     events = []
     result = run_fix(
         plan_fix(fix, CLUSTER, seen="spark2"),
-        world.transports,
+        run_env(world.transports),
         confirm=lambda prompt, nodes: nodes == ("spark2",),
         emit=events.append,
-        clock=StepClock(),
     )
     assert result.ok, result.message
     assert world.calls("spark2") == ["sudo -n sh -c reboot"] and world.calls("spark1") == []
-    countdown = [e.detail for e in events if e.step == "reboot" and "left" in e.detail]
-    assert countdown and countdown[0] == "waiting for spark2 to come back: 900 s left"
-    assert any(e.get("action") == "reboot-wait" for e in Journal().entries())
+    countdown = [e.detail for e in events if e.step == "reboot" and "come back" in e.detail]
+    assert countdown and countdown[0] == "waiting for spark2 to come back: 900 s"
+    back = [e for e in journal().entries() if e["event"] == "reboot-back"]
+    assert [e["node"] for e in back] == ["spark2"] and back[0]["boot_id"].startswith("boot-")
+    assert result.rebooted == {"spark2"}
+    assert [(v.node, v.condition, v.holds) for v in result.verify] == [
+        ("spark2", "boot id changed", True)
+    ]
 
 
 def test_restart_ray_patches_and_restarts_every_node(tmp_path: Path) -> None:
@@ -360,14 +380,12 @@ def test_restart_ray_patches_and_restarts_every_node(tmp_path: Path) -> None:
           verify: ["recipe.ray.args.--object-store-memory <= 2147483648"]
         """
     )
-    result = run_fix(
-        plan_fix(fix, CLUSTER, recipe()), world.transports, yes=True, clock=StepClock()
-    )
+    result = run_fix(plan_fix(fix, CLUSTER, recipe()), run_env(world.transports), yes=True)
     assert result.ok, result.message
     assert result.verified is True
     worker = [c for c in world.calls("spark2") if c.startswith("docker run")]
     assert worker and "--object-store-memory=1073741824" in worker[0]
-    assert RevisionStore().current(recipe().id).ray.args["--object-store-memory"] == 1073741824
+    assert revisions().current(recipe().id).ray.args["--object-store-memory"] == 1073741824
 
 
 def _user_wall(fix_yaml: str) -> None:
