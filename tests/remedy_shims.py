@@ -50,7 +50,7 @@ case "$1" in
   rename)
     if [ -f "$NODE_STATE/containers/$2" ]; then mv "$NODE_STATE/containers/$2" "$NODE_STATE/containers/$3";
     else echo "Error response from daemon: No such container: $2" >&2; exit 1; fi ;;
-  ps) ls "$NODE_STATE/containers" 2>/dev/null ;;
+  ps) ls "$NODE_STATE/containers" 2>/dev/null; exit 0 ;;
   logs) echo "ray: started" ;;
   exec)
     shift

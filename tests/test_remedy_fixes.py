@@ -7,8 +7,12 @@ readable journal that says which nodes got what; verify is checked and journaled
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -21,10 +25,11 @@ from spark_tui.nodes.cluster import ClusterConfig, NodeConfig
 from spark_tui.recipes.loader import load_recipes
 from spark_tui.remedy.actions import REGISTRY
 from spark_tui.remedy.fixes import ReadOnlyRefused, plan_fix, run_fix
-from spark_tui.remedy.journal import FixAlreadyRunning, FixLock, unfinished
+from spark_tui.remedy.journal import FixAlreadyRunning, FixLock, JournalUnwritable, unfinished
 from spark_tui.remedy.render import BOOT_ID_COMMAND, STACK_UP
 from spark_tui.state import StateDir
 from spark_tui.yamlfile import parse_yaml
+from tests.conftest import ROOT
 from tests.remedy_shims import journal, make_world, revisions, run_env
 
 CLUSTER = ClusterConfig(
@@ -460,3 +465,170 @@ def test_every_fix_of_the_knowledge_base_plans_or_says_why() -> None:
                     assert command in text
                 planned += 1
     assert planned > 0
+
+
+# ---- the write-ahead journal: nothing runs unrecorded -----------------------------------
+
+
+def test_started_is_on_disk_before_the_command_runs(tmp_path: Path) -> None:
+    """The command reads the journal: its own `started` record is already there."""
+    path = StateDir.real().journal_path
+    world = make_world(tmp_path / "w", CLUSTER)
+    fix = fix_from(
+        f"""
+        - id: read-journal
+          title: Read the journal from the node
+          risk: safe
+          root: false
+          actions:
+            - type: run
+              on: all
+              command: 'tail -n 1 {path}'
+        """
+    )
+    result = run_fix(plan_fix(fix, CLUSTER), run_env(world.transports), yes=True)
+    assert result.ok, result.message
+    finished = [e for e in journal().entries() if e["event"] == "finished"]
+    assert [e["node"] for e in finished] == ["spark1", "spark2"]
+    for e in finished:
+        seen = json.loads(e["output_tail"])  # the last record when the command ran
+        assert seen["event"] == "started" and seen["cmd"] == e["cmd"]
+        assert seen["node"] == e["node"] and seen["command"] == e["command"]
+
+
+def test_a_journal_that_cannot_be_written_stops_the_fix_before_anything_runs(
+    tmp_path: Path,
+) -> None:
+    world = make_world(tmp_path / "w", CLUSTER)
+    state = StateDir(tmp_path / "state")
+    state.journal_path.mkdir(parents=True)  # a directory where the journal file should be
+    plan = plan_fix(fix_from(RUN_FIX), CLUSTER)
+    with pytest.raises(JournalUnwritable, match="nothing was run"):
+        run_fix(plan, run_env(world.transports, state=state), yes=True)
+    assert world.calls() == [] and all(not t.commands for t in world.transports.values())
+    # the lock was let go: once the journal can be written, the fix runs
+    state.journal_path.rmdir()
+    assert run_fix(plan, run_env(world.transports, state=state), yes=True).ok
+    assert [len(t.commands) for t in world.transports.values()] == [1, 1]
+
+
+FULL_DISK_SCRIPT = """
+import json, resource, sys
+from pathlib import Path
+from spark_tui.remedy.fixes import plan_fix, run_fix
+from spark_tui.remedy.journal import JournalUnwritable
+from spark_tui.state import StateDir
+from tests.remedy_shims import make_world, run_env
+from tests.test_remedy_fixes import CLUSTER, fix_from
+
+out = Path(sys.argv[1])
+fix = fix_from(sys.argv[2])
+world = make_world(out / "w", CLUSTER)
+journal = StateDir.real().journal_path
+
+def full_disk(ev):
+    # the disk fills up just before the first command: room for 10 more bytes
+    if ev.status == "running":
+        size = journal.stat().st_size
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size + 10, resource.RLIM_INFINITY))
+
+try:
+    run_fix(plan_fix(fix, CLUSTER), run_env(world.transports), yes=True, emit=full_disk)
+except JournalUnwritable as exc:
+    print(json.dumps({"refused": str(exc), "ran": [c for t in world.transports.values() for c in t.commands]}))
+"""
+
+
+def test_a_full_disk_mid_fix_stops_it_before_the_command_and_keeps_the_journal_whole(
+    tmp_path: Path,
+) -> None:
+    marker = tmp_path / "ran"
+    fix_yaml = textwrap.dedent(
+        f"""
+        - id: touch
+          title: Touch a file
+          risk: safe
+          root: false
+          actions:
+            - type: run
+              on: all
+              command: 'touch {marker}-{{node.name}}'
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", FULL_DISK_SCRIPT, str(tmp_path), fix_yaml],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert "cannot write the journal" in got["refused"] and "nothing was run" in got["refused"]
+    assert got["ran"] == [] and not list(tmp_path.glob("ran-*"))
+    # the torn record was cut off again: every line of the journal is whole
+    lines = StateDir.real().journal_path.read_text().splitlines()
+    assert [json.loads(line)["event"] for line in lines] == ["fix-start"]
+
+
+KILLED_SCRIPT = """
+import sys
+from spark_tui.remedy.fixes import plan_fix, run_fix
+from tests.remedy_shims import make_world, run_env
+from pathlib import Path
+from tests.test_remedy_fixes import CLUSTER, fix_from
+
+world = make_world(Path(sys.argv[1]) / "w", CLUSTER)
+run_fix(plan_fix(fix_from(sys.argv[2]), CLUSTER), run_env(world.transports), yes=True)
+"""
+
+
+def test_a_run_in_progress_is_not_interrupted_and_a_killed_one_names_the_cut_command(
+    tmp_path: Path,
+) -> None:
+    go = tmp_path / "go"
+    started = tmp_path / "started"
+    fix_yaml = textwrap.dedent(
+        f"""
+        - id: slow
+          title: Slow on spark2
+          risk: safe
+          root: false
+          actions:
+            - type: run
+              on: all
+              command: 'touch {started}-{{node.name}}; [ {{node.name}} = spark1 ] || while [ ! -e {go} ]; do sleep 0.1; done'
+        """
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILLED_SCRIPT, str(tmp_path), fix_yaml],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not Path(f"{started}-spark2").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr
+            time.sleep(0.05)
+        # another process runs it now: not interrupted, and no second change may start
+        assert unfinished(journal()) == []
+        world = make_world(tmp_path / "mine", CLUSTER)
+        with pytest.raises(FixAlreadyRunning, match="slow"):
+            run_fix(plan_fix(fix_from(RUN_FIX), CLUSTER), run_env(world.transports), yes=True)
+        proc.kill()  # a hard kill: no record of the end
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+        go.touch()  # the orphaned command on "spark2" ends by itself
+    (run,) = unfinished(journal())
+    assert run.fix == "slow" and run.done == {"spark1": ["run"]}
+    assert [n for n, _c in run.cut] == ["spark2"] and run.cut[0][1].startswith("touch ")
+    text = run.describe()
+    assert "finished on spark1 (run)" in text
+    assert "started and never finished: spark2: touch" in text and "may have half-run" in text
+    assert "not reached" not in text
+    # the kernel dropped the dead process's lock: the next change runs
+    assert run_fix(plan_fix(fix_from(RUN_FIX), CLUSTER), run_env(world.transports), yes=True).ok
