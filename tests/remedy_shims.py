@@ -20,10 +20,9 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-
-from collections.abc import Mapping
 
 from spark_tui.clock import Clock
 from spark_tui.nodes.cluster import ClusterConfig

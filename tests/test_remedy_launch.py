@@ -54,7 +54,7 @@ def test_plan_runs_through_shims_and_measures_tok_s(tmp_path: Path) -> None:
     assert journaled[-1] == "smoke" and entries[-1]["tok_s"] == pytest.approx(32.0)
     # each command: its `started` record, then its `finished` one, never interleaved
     assert [e["event"] for e in entries] == ["started", "finished"] * (len(entries) // 2)
-    for started, finished in zip(entries[::2], entries[1::2]):
+    for started, finished in zip(entries[::2], entries[1::2], strict=True):
         assert started["cmd"] == finished["cmd"] and started["run"] == "r1"
         assert (started["node"], started["command"]) == (finished["node"], finished["command"])
         assert finished["outcome"] == "exit" and finished["exit_code"] == 0

@@ -178,7 +178,9 @@ def test_a_node_that_drops_mid_command_is_journaled_as_connection_lost(
 
     def work() -> None:
         try:
-            got.append(run_fix(plan_fix(fix, cluster, seen="spark2"), run_env(transports), yes=True))
+            got.append(
+                run_fix(plan_fix(fix, cluster, seen="spark2"), run_env(transports), yes=True)
+            )
         except BaseException as exc:  # the test reports it
             got.append(exc)
 

@@ -83,7 +83,10 @@ def test_report_has_nodes_recipe_revisions_diagnoses_and_journal(
     assert "### fp4-marlin-fallback-notice (info)" in md and f"`{log}:2`" in md
     assert "### test-object-store (warning)" in md
     assert "recipe.ray.args.--num-cpus is unset" in md
-    assert "| spark2 | run | `sudo -n sh -c 'sync; echo 3 > /proc/sys/vm/drop_caches'` | exit 1 |" in md
+    assert (
+        "| spark2 | run | `sudo -n sh -c 'sync; echo 3 > /proc/sys/vm/drop_caches'` | exit 1 |"
+        in md
+    )
     assert "sudo: a password is required" in md  # the failed command's output
     assert (
         "| spark2 | reboot | `sudo -n sh -c reboot` "

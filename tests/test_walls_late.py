@@ -8,6 +8,7 @@ RuleEngine over the knowledge base; no code here knows a wall by name except to 
 from __future__ import annotations
 
 import dataclasses
+import json
 import shlex
 import subprocess
 from pathlib import Path
@@ -175,8 +176,8 @@ def test_a_stopped_containers_restart_count_is_history() -> None:
     """Only a serving container that is up can be looping: an exited one's count is old."""
     restarts = (0, text("docker-inspect-restarts.txt"))
     for state, looping in (("running", True), ("restarting", True), ("exited", False)):
-        container = (
-            '{"ID":"a1","Names":"vllm_node","Image":"vllm-node","State":"%s","Status":"x"}' % state
+        container = json.dumps(
+            {"ID": "a1", "Names": "vllm_node", "Image": "vllm-node", "State": state, "Status": "x"}
         )
         outputs = {"containers": (0, container), "restarts": restarts}
         f = read_sections(NodeConfig("n1", "h", role="head"), 10.0, outputs).facts()
