@@ -105,11 +105,17 @@ def test_readings_pick_the_cause_of_a_log_wall(tmp_path, meminfo, cause, first_f
 
 def test_capture_hang_from_rounds_and_a_silent_log(tmp_path) -> None:
     clock = ScaledClock(speed=0.0)
-    mon, events, _node = local_monitor(
+    mon, events, node = local_monitor(
         tmp_path,
         (FIX / "gb10" / "meminfo.txt").read_text(),
         clock,
         recipe_facts=lambda: {"recipe.engine": "sglang"},
+    )
+    # the engine's container is up (a node with nothing of the stack up is stopped)
+    node.set_file(
+        "docker-ps.jsonl",
+        '{"ID":"7c6b5a4d3e2f","Image":"lmsysorg/sglang:spark","Names":"sglang_node",'
+        '"State":"running","Status":"Up 3 minutes"}\n',
     )
     mon.feed_line("box", "serve", "Capturing batches (bs=160 avail_mem=20.1 GB):   0%|    | 0/36")
 
