@@ -96,6 +96,15 @@ def open_cluster(
         session.close()
 
 
+def _stack_up(state: NodeState) -> bool:
+    """A container of the serving stack (the engine's or Ray's) is up on the node."""
+    words = ("vllm", "sglang", "ray")
+    return any(
+        c.state == "running" and any(w in f"{c.name} {c.image}".lower() for w in words)
+        for c in state.containers
+    )
+
+
 @dataclass(frozen=True)
 class NodeStatus:
     """What `status` says of one node."""
@@ -685,37 +694,75 @@ class Session:
         return fit_nodes(recipe, self.config, states), unreachable
 
     def status(self) -> list[NodeStatus]:
-        """Every node now: reachable, containers, Ray membership, serving phase, model."""
+        """Every node now: reachable, containers up, Ray membership, serving phase, model.
+
+        With the monitor running, its readings (the phase from the logs); else one round
+        of each node, the phase from the engine's own /metrics (serving when it answers)."""
         from spark_tui.nodes.sampler import sample
 
-        states = {n.name: sample(self.transports[n.name], n, self.clock) for n in self.config.nodes}
-        recipe = self.recipe()
+        if self.monitor is not None:
+            self.monitor.wait_rounds(1, timeout=60.0)  # a round taken after this call
+        live = self.states()
+        states = {
+            n.name: live.get(n.name) or sample(self.transports[n.name], n, self.clock)
+            for n in self.config.nodes
+        }
+        phases = {name: st.serving.phase for name, st in states.items()}
+        if not live:
+            phases = {name: self._engine_phase(name, st) for name, st in states.items()}
+            head = self.config.head.name
+            for name, st in states.items():  # a Ray member serves what its head serves
+                if name != head and st.engine is None and (st.ray_member or _stack_up(st)):
+                    phases[name] = phases[head]
+        tok_s = self.last_tok_s()
         out = []
         for n in self.config.nodes:
-            s = states[n.name]
-            running = tuple(c.name for c in s.containers if c.state == "running")
-            if s.ray is not None:
-                ray = f"head of {s.ray.nodes_alive} nodes, {s.ray.gpus_total:g} GPUs"
-            elif s.ray_member:
+            st = states[n.name]
+            up = tuple(
+                c.name if c.state == "running" else f"{c.name} ({c.state})"
+                for c in st.containers
+                if c.state in ("running", "restarting")
+            )
+            if st.ray is not None:
+                ray = f"head of {st.ray.nodes_alive} nodes, {st.ray.gpus_total:g} GPUs"
+            elif st.ray_member:
                 ray = "member"
             else:
                 ray = "not running"
-            engine = s.engine
+            engine = st.engine
             out.append(
                 NodeStatus(
                     n.name,
                     n.role,
-                    s.reachable,
-                    s.unavailable.get("node", ""),
-                    running,
+                    st.reachable,
+                    st.unavailable.get("node", ""),
+                    up,
                     ray,
-                    s.serving.phase if s.reachable else "unknown",
-                    engine.model if engine else (recipe.model.id if recipe and running else None),
+                    phases[n.name] if st.reachable else "unknown",
+                    engine.model if engine else None,
                     engine.port if engine else None,
-                    self.last_tok_s() if n.role == "head" else None,
+                    tok_s if n.role == "head" and phases[n.name] == "serving" else None,
                 )
             )
         return out
+
+    def _engine_phase(self, node: str, state: NodeState) -> str:
+        """Without the logs: an engine whose /metrics answers serves; one that does not yet
+        is starting; none is stopped."""
+        from spark_tui import shell
+        from spark_tui.nodes import commands
+        from spark_tui.nodes.parsers import Unparseable
+        from spark_tui.nodes.parsers.metrics import parse_metrics
+        from spark_tui.nodes.transport import NodeUnreachable
+
+        if not state.reachable or state.engine is None:
+            return "stopped" if state.reachable else "unknown"
+        command = shell.fill(commands.METRICS, {"port": state.engine.port})
+        try:
+            res = self.transports[node].run(command, timeout=10.0)
+        except NodeUnreachable:
+            return "unknown"
+        return "starting" if isinstance(parse_metrics(res.stdout), Unparseable) else "serving"
 
     def last_tok_s(self) -> float | None:
         """tok/s of the newest smoke request that answered (this session's or the journal's)."""

@@ -84,8 +84,8 @@ case "$1" in
   ps)
     f="$D/docker-ps.jsonl"; [ -f "$f" ] || exit 0
     case " $* " in
-      *" -q "*|*" -aq "*|*" -qa "*) sed -n 's/.*"ID":"\([^"]*\)".*/\1/p' "$f" ;;
-      *"{{.Names}}"*) sed -n 's/.*"Names":"\([^"]*\)".*/\1/p' "$f" ;;
+      *" -q "*|*" -aq "*|*" -qa "*) sed -n 's/.*"ID": *"\([^"]*\)".*/\1/p' "$f" ;;
+      *"{{.Names}}"*) sed -n 's/.*"Names": *"\([^"]*\)".*/\1/p' "$f" ;;
       *) /bin/cat "$f" ;;
     esac ;;
   stop|kill)
@@ -93,7 +93,7 @@ case "$1" in
     shift; f="$D/docker-ps.jsonl"
     for a in "$@"; do
       case "$a" in -*|[0-9]|[0-9][0-9]) continue ;; esac
-      [ -f "$f" ] && grep -v -e "\"ID\":\"$a\"" -e "\"Names\":\"$a\"" "$f" > "$f.tmp"; mv -f "$f.tmp" "$f" 2>/dev/null
+      [ -f "$f" ] && grep -v -e "\"ID\": *\"$a\"" -e "\"Names\": *\"$a\"" "$f" > "$f.tmp"; mv -f "$f.tmp" "$f" 2>/dev/null
       echo "$a"
     done ;;
   rename|update) exit 0 ;;

@@ -49,7 +49,7 @@ def test_status_json_and_stop_json_through_the_cli(capsys) -> None:
     assert main(["status", "--demo", "restart-loop", "--json"]) == 0
     status = json.loads(capsys.readouterr().out)
     spark1 = next(n for n in status["nodes"] if n["name"] == "spark1")
-    assert spark1["containers"] == ["vllm_node"] and spark1["reachable"] is True
+    assert spark1["containers"] == ["vllm_node (restarting)"] and spark1["reachable"] is True
     assert set(spark1) >= {"name", "reachable", "containers", "ray", "phase", "model", "port"}
     assert main(["stop", "--demo", "restart-loop", "--yes", "--json"]) == 0
     stop = json.loads(capsys.readouterr().out)

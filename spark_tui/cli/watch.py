@@ -61,6 +61,7 @@ class EventPrinter:
         self.out = out or sys.stdout
         self._lock = threading.Lock()
         self.crashed = threading.Event()
+        self._down: set[str] = set()  # nodes said to be unreachable (so "again" is true)
 
     def write(self, obj: dict[str, Any], text: str) -> None:
         with self._lock:
@@ -77,6 +78,12 @@ class EventPrinter:
 
         if isinstance(event, ReachabilityChanged):
             r = event.reachability
+            if r.reachable and event.node not in self._down:
+                return  # reachable from the start: nothing to say
+            if r.reachable:
+                self._down.discard(event.node)
+            else:
+                self._down.add(event.node)
             kind = "reachable" if r.reachable else "unreachable"
             text = f"spark-tui: {event.node}: " + (
                 "reachable again" if r.reachable else f"unreachable ({r.reason}), retrying"
@@ -120,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
     ) as session:
         session.start(printer, period_s=args.period)
         try:
-            if args.demo:  # the scenario plays as its story did: its recipe is launched
+            if session.plays_launch:  # a scenario plays as its story did: its recipe launched
                 result = session.apply(session.plan_launch(), yes=True)
                 if not args.json:
                     how = "served" if result.ok else f"failed: {result.message}"

@@ -38,8 +38,11 @@ def _words(args: str) -> list[str]:
 
 
 def engine_from_args(pid: int, words: list[str]) -> EngineProcess | None:
-    """The engine an argument vector starts, or None (the docker CLI, a log tail, …)."""
-    if not words or os.path.basename(words[0]) in ("docker", "tail", "grep", "sh", "bash"):
+    """The engine an argument vector starts, or None (the docker CLI, a log tail, a shell
+    running a command string: the engine is its child, with its own line)."""
+    if not words or os.path.basename(words[0]) in ("docker", "tail", "grep"):
+        return None
+    if os.path.basename(words[0]) in ("sh", "bash", "dash") and words[1:2] == ["-c"]:
         return None
     engine = engine_words(words)
     if engine is None:

@@ -49,7 +49,7 @@ def run_launch(planned: PlannedAction, ctx: RunContext) -> bool:
         launched.tok_s = rest.tok_s or launched.tok_s
     for s in launched.steps:
         if s.ok:
-            ctx.result.done.setdefault(s.step.node, []).append(f"{planned.type}:{s.step.id}")
+            ctx.result.did(s.step.node, f"{planned.type}:{s.step.id}")
     ctx.result.tok_s = launched.tok_s or ctx.result.tok_s
     ctx.result.launched = launched
     if not launched.ok:
