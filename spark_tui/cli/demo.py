@@ -16,6 +16,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("scenario", nargs="?", help="scenario name (default: healthy); see --list")
     p.add_argument("--list", action="store_true", help="list the scenarios, one line each")
+    p.add_argument(
+        "--keep-state",
+        action="store_true",
+        help="keep the demo's journal and recipe revisions (under the state directory's demos/)",
+    )
 
 
 def run(args: argparse.Namespace) -> int | OpenTui:
@@ -30,4 +35,9 @@ def run(args: argparse.Namespace) -> int | OpenTui:
         return 0
     name = args.scenario or sc.DEFAULT
     sc.get(name)  # an unknown name is an InputError (exit 2) before any screen opens
-    return OpenTui(config=None, read_only=bool(getattr(args, "read_only", False)), scenario=name)
+    return OpenTui(
+        config=None,
+        read_only=bool(getattr(args, "read_only", False)),
+        scenario=name,
+        keep_state=args.keep_state,
+    )

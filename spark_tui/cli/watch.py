@@ -31,6 +31,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="with --demo: simulated seconds per real second (default 60)",
     )
     p.add_argument(
+        "--keep-state",
+        action="store_true",
+        help="with --demo: keep its journal and recipe revisions (the state directory's demos/)",
+    )
+    p.add_argument(
         "--auto-relaunch",
         action="store_true",
         help="after a crash with a diagnosis, relaunch once with the fix that relaunches "
@@ -123,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
         config,
         scenario=args.demo,
         speed=args.speed if args.demo else None,
+        keep_state=args.keep_state,
         no_config="refuse",
     ) as session:
         session.start(printer, period_s=args.period)
