@@ -528,6 +528,9 @@ class Session:
             self.monitor.new_attempt(plan.nodes)
             self.monitor.follow(plan.log_sources)
 
+    def recipe_changed(self, recipe: Recipe) -> None:
+        self.use_recipe(recipe)
+
     def stopped(self, nodes: tuple[str, ...]) -> None:
         if self.monitor is not None:
             self.monitor.stopped(nodes)

@@ -119,6 +119,7 @@ def commit_recipe(planned: PlannedAction, note: str, ctx: RunContext) -> None:
     assert planned.recipe_before is not None
     rev, recipe = ctx.revisions.commit_patch(planned.recipe_before, planned.patch, note)
     ctx.result.recipe = recipe
+    ctx.hooks.recipe_changed(recipe)
     ctx.journal.append(
         event="recipe-revision",
         run=ctx.run_id,
@@ -182,6 +183,7 @@ class SwitchRecipe(ActionKind):
         )
         if planned.recipe_after is not None:
             ctx.result.recipe = planned.recipe_after
+            ctx.hooks.recipe_changed(planned.recipe_after)
         ctx.emit(ActionProgress(self.name, None, None, "ok", f"recipe is now {planned.switch_to}"))
         return True
 
