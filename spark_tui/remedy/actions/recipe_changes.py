@@ -84,15 +84,7 @@ class PatchRecipe(ActionKind):
             raise InputError(f"fix {ctx.fix_id} changes the recipe: {NO_RECIPE}")
         patch = {"target": str(action.params.get("target", "serve"))}
         patch.update({k: action.params[k] for k in PATCH_KEYS if k in action.params})
-        after = replace(apply_patch(current, **patch), revision=current.revision + 1)
-        return PlannedAction(
-            index,
-            self.name,
-            recipe_before=current,
-            recipe_after=after,
-            patch=patch,
-            diff=unified_diff(current, after),
-        )
+        return planned_patch(index, self.name, current, patch)
 
     def preview_lines(self, planned: PlannedAction) -> list[str]:
         assert planned.recipe_after is not None
@@ -111,6 +103,23 @@ class PatchRecipe(ActionKind):
             VerifyResult(None, f"recipe {what}", holds)
             for what, holds in patch_facts(recipe, planned.patch)
         ]
+
+
+def planned_patch(
+    index: int, kind: str, current: Recipe, patch: Mapping[str, Any], **extra: Any
+) -> PlannedAction:
+    """An action that makes a new revision of the recipe: the patch, the recipe it gives,
+    and the diff the preview shows."""
+    after = replace(apply_patch(current, **patch), revision=current.revision + 1)
+    return PlannedAction(
+        index,
+        kind,
+        recipe_before=current,
+        recipe_after=after,
+        patch=patch,
+        diff=unified_diff(current, after),
+        **extra,
+    )
 
 
 def commit_recipe(planned: PlannedAction, note: str, ctx: RunContext) -> None:
