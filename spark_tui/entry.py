@@ -24,6 +24,9 @@ COMMANDS = (
     "discover",
     "report",
     "trust",
+    "up",
+    "stop",
+    "status",
 )
 
 
@@ -53,6 +56,10 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.read_only:  # the engine refuses every change from here on, whoever asks
+        from spark_tui import policy
+
+        policy.set_read_only(True)
     try:
         if args.command is None:
             from spark_tui.tui.launch import run_tui
@@ -66,7 +73,10 @@ def main(argv: list[str] | None = None) -> int:
             from spark_tui.tui.launch import run_tui
 
             return run_tui(
-                config=result.config, read_only=result.read_only, scenario=result.scenario
+                config=result.config,
+                read_only=result.read_only,
+                scenario=result.scenario,
+                keep_state=result.keep_state,
             )
         return int(result or 0)
     except SparkTuiError as exc:

@@ -116,6 +116,17 @@ T = TypeVar("T", bound=_Identified)
 def load_id_dir(directory: Path, parse: Callable[[Any, str], T], kind: str) -> dict[str, T]:
     """Every *.yaml / *.yml in a directory, each one item named after its id: all the
     errors at once (file:line), or nothing — a bad file never leaves a half-loaded set."""
+    items, errors = load_id_files(directory, parse, kind)
+    if errors:
+        raise InputErrors(errors)
+    return items
+
+
+def load_id_files(
+    directory: Path, parse: Callable[[Any, str], T], kind: str
+) -> tuple[dict[str, T], list[InputError]]:
+    """Every *.yaml / *.yml in a directory that loads, and the errors (file:line) of those
+    that do not: one bad file never hides the others (recipes load this way)."""
     if not directory.is_dir():
         raise InputError("not a directory", str(directory))
     items: dict[str, T] = {}
@@ -142,6 +153,4 @@ def load_id_dir(directory: Path, parse: Callable[[Any, str], T], kind: str) -> d
             )
         else:
             items[item.id] = item
-    if errors:
-        raise InputErrors(errors)
-    return items
+    return items, errors

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,16 @@ def _private_home(
     monkeypatch.setenv("XDG_STATE_HOME", str(home / ".local" / "state"))
 
 
+@pytest.fixture(autouse=True)
+def _writable_policy() -> Iterator[None]:
+    """--read-only is process-wide: each test starts (and leaves the next one) writable."""
+    from spark_tui import policy
+
+    policy._reset_for_tests()
+    yield
+    policy._reset_for_tests()
+
+
 def require_tool(name: str) -> str:
     """A real external tool the test needs; under CI it must exist (never skip there)."""
     path = shutil.which(name) or (
@@ -32,3 +43,11 @@ def require_tool(name: str) -> str:
             pytest.fail(f"{name} is missing under CI: .ci/run must install it")
         pytest.skip(f"{name} not installed")
     return path
+
+
+@pytest.fixture(autouse=True)
+def _writable_process() -> None:
+    """--read-only is process-wide and only tightens: every test starts writable."""
+    from spark_tui import policy
+
+    policy._reset_for_tests()

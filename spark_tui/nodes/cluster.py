@@ -1,4 +1,4 @@
-"""The cluster: which nodes, how to reach them, which is the head (DESIGN.md's cluster.yaml)."""
+"""The cluster: which nodes, how to reach them, which is the head (cluster.yaml, docs/cluster-yaml.md)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,24 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 Role = Literal["head", "worker"]
+DEFAULT_MODELS_DIR = "~/.cache/huggingface"  # cluster.yaml's models_dir when it names none
+
+
+LOG_KINDS = ("file", "unit", "container", "command")
+
+
+@dataclass(frozen=True)
+class LogSource:
+    """An extra log of a node (cluster.yaml `logs:`): a file, a journald unit, a container's
+    output, or a command whose output is the log."""
+
+    kind: str  # file | unit | container | command
+    value: str
+
+    @property
+    def name(self) -> str:
+        """The source's name in diagnoses ('log:file:/var/log/vllm.log')."""
+        return f"log:{self.kind}:{self.value}"
 
 
 @dataclass(frozen=True)
@@ -17,6 +35,7 @@ class NodeConfig:
     port: int | None = None
     fabric_if: str | None = None  # the 200G interface (else detected)
     fabric_ip: str | None = None
+    logs: tuple[LogSource, ...] = ()  # extra logs to tail, beyond what is found running
 
     @property
     def is_local(self) -> bool:
@@ -41,6 +60,19 @@ class NodeConfig:
         return values
 
 
+class RecipeRef(str):
+    """cluster.yaml's `recipe:` id, remembering its file and line so that an unknown id is
+    reported where it was written (RecipeBook.get reads them)."""
+
+    file: str | None = None
+    line: int | None = None
+
+    def __new__(cls, value: str, file: str | None = None, line: int | None = None) -> RecipeRef:
+        ref = super().__new__(cls, value)
+        ref.file, ref.line = file, line
+        return ref
+
+
 @dataclass(frozen=True)
 class ClusterConfig:
     nodes: tuple[NodeConfig, ...]
@@ -48,6 +80,8 @@ class ClusterConfig:
     source: str = "<built-in>"  # the file it came from, or "<simulated>"
     simulated: bool = False
     extra: dict[str, object] = field(default_factory=dict)
+    # where the model weights live on every node (a recipe mounts {cluster.models_dir})
+    models_dir: str = DEFAULT_MODELS_DIR
 
     @property
     def head(self) -> NodeConfig:

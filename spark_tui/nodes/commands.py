@@ -36,6 +36,8 @@ SAMPLE: dict[str, str] = {
         "'{{.Name}} {{.RestartCount}} {{.HostConfig.RestartPolicy.Name}}' $ids"
     ),
     "route": "ip route show default",  # the default route's interface (Wi-Fi / management NIC)
+    # who runs the serving stack, whoever started it: Ray's daemons and the engine's command line
+    "procs": "ps -ww -eo pid=,args= | grep -E '[r]aylet|[g]cs_server|[v]llm|[s]glang'",
 }
 
 # The serving engine's Prometheus counters, read on the head over its own loopback in the same
@@ -58,7 +60,8 @@ NCCL_LIBRARIES = (
 
 # read less often (every few rounds, or on demand)
 SLOW: dict[str, str] = {
-    "ray": "docker exec ray-head ray status",
+    # {container}: the container Ray's head runs in (chosen from the last round, quoted)
+    "ray": "docker exec {container} ray status",
     "roce": "ibdev2netdev",
     "nvrm": "dmesg --ctime 2>/dev/null | grep NVRM | tail -n 50",
     "ports": "ss -ltnH",
@@ -73,9 +76,17 @@ VERSIONS: dict[str, str] = {
     "docker": "docker --version",
 }
 
+# Once per engine process found running (ps): where its output goes — a file, a pipe to
+# docker's log or journald — and which container or systemd unit it belongs to.
+ENGINE_OUTPUT = "readlink /proc/{pid}/fd/1; cat /proc/{pid}/cgroup 2>/dev/null"
+
 # continuous streams, each a long-lived channel
 DMON = "nvidia-smi dmon -s pu"  # power + SM %, memory-bandwidth %, once a second
 SERVE_LOG_TAIL = "docker logs -f --tail 200 {container}"  # {container}: quoted by the caller
+# the other kinds of log a node may have (cluster.yaml `logs:`, an engine found running)
+FILE_TAIL = "tail -n 200 -F {path}"
+CONTAINER_FILE_TAIL = "docker exec {container} tail -n 200 -F {path}"
+UNIT_TAIL = "journalctl -u {unit} -f -n 200 -o cat"
 
 
 # `spark-tui doctor` (read-only; templates filled by spark_tui.shell.fill, values quoted)

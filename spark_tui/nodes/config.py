@@ -13,17 +13,27 @@ from typing import Any
 
 from spark_tui import paths
 from spark_tui.errors import InputError, InputErrors
-from spark_tui.nodes.cluster import ClusterConfig, NodeConfig
+from spark_tui.nodes.cluster import (
+    DEFAULT_MODELS_DIR,
+    LOG_KINDS,
+    ClusterConfig,
+    LogSource,
+    NodeConfig,
+    RecipeRef,
+)
 from spark_tui.yamlfile import LDict, line_of, load_yaml
 
-CLUSTER_FIELDS = ("recipe", "nodes")
-NODE_FIELDS = ("name", "host", "user", "port", "fabric_if", "fabric_ip", "role")
+CLUSTER_FIELDS = ("recipe", "models_dir", "nodes")
+NODE_FIELDS = ("name", "host", "user", "port", "fabric_if", "fabric_ip", "role", "logs")
 ROLES = ("head", "worker")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+_LOG_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9@._:-]{0,127}")  # a unit or container name
 # a host name, an address or an ssh_config alias: no blanks, no shell or option syntax
 _HOST = re.compile(r"^[A-Za-z0-9_\[\]:.%-]+$")
 _USER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}\$?$")
 _IFNAME = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")
+# a directory on every node: absolute or under the user's home, no ':' (docker -v's separator)
+_MODELS_DIR = re.compile(r"(?:/|~/|\$HOME/)[^:\x00-\x1f]*")
 
 
 def find_cluster_config(cwd: Path | None = None) -> Path | None:
@@ -44,7 +54,8 @@ def load_cluster(path: Path | None = None) -> ClusterConfig:
         if path is None:
             raise InputError(
                 f"no cluster.yaml in the current directory or {paths.config_dir()} "
-                "(write one, or give --config FILE; see DESIGN.md for the format)"
+                "(write one with 'spark-tui discover', or give --config FILE; the format is in "
+                "docs/cluster-yaml.md)"
             )
     return parse_cluster(load_yaml(Path(path)), str(path))
 
@@ -68,6 +79,14 @@ def parse_cluster(data: Any, file: str) -> ClusterConfig:
     if recipe is not None and (not isinstance(recipe, str) or not recipe.strip()):
         err("'recipe' must be a recipe id", data, "recipe")
         recipe = None
+    models_dir = data.get("models_dir", DEFAULT_MODELS_DIR)
+    if not isinstance(models_dir, str) or not _MODELS_DIR.fullmatch(models_dir):
+        err(
+            f"'models_dir' is {models_dir!r}, not a directory (absolute, or under ~/)",
+            data,
+            "models_dir",
+        )
+        models_dir = DEFAULT_MODELS_DIR
     raw_nodes = data.get("nodes")
     if not isinstance(raw_nodes, list) or not raw_nodes:
         err("'nodes' must list at least one node (name, host, role)", data, "nodes")
@@ -106,7 +125,54 @@ def parse_cluster(data: Any, file: str) -> ClusterConfig:
             )
     if errors:
         raise InputErrors(errors)
-    return ClusterConfig(nodes=tuple(nodes), recipe=recipe.strip() if recipe else None, source=file)
+    ref = RecipeRef(recipe.strip(), file, line_of(data, "recipe")) if recipe else None
+    return ClusterConfig(
+        nodes=tuple(nodes), recipe=ref, source=file, models_dir=_trim_dir(models_dir)
+    )
+
+
+def _logs(raw: LDict, where: str, err) -> tuple[LogSource, ...] | None:
+    """`logs: [{file: PATH} | {unit: NAME} | {container: NAME} | {command: CMD}]`; None
+    (after saying why, with the line) when one is not of these."""
+    items = raw.get("logs")
+    if items is None:
+        return ()
+    if not isinstance(items, list):
+        err(f"{where}: 'logs' must be a list of {{file|unit|container|command: …}}", raw, "logs")
+        return None
+    out: list[LogSource] = []
+    for i, item in enumerate(items):
+        kinds = list(item) if isinstance(item, dict) else []
+        value = item.get(kinds[0]) if len(kinds) == 1 else None
+        if (
+            len(kinds) != 1
+            or kinds[0] not in LOG_KINDS
+            or not isinstance(value, str)
+            or not value.strip()
+            or "\n" in value
+            or "\0" in value
+        ):
+            err(
+                f"{where}: logs item {i + 1} must be one of "
+                "{file: PATH}, {unit: NAME}, {container: NAME}, {command: CMD}",
+                items,
+                i,
+            )
+            return None
+        kind = kinds[0]
+        if kind == "file" and not value.startswith(("/", "~/")):
+            err(f"{where}: logs item {i + 1}: a file path is absolute (or under ~/)", items, i)
+            return None
+        if kind in ("unit", "container") and not _LOG_NAME.fullmatch(value):
+            err(f"{where}: logs item {i + 1}: {value!r} is not a {kind} name", items, i)
+            return None
+        out.append(LogSource(kind, value))
+    return tuple(out)
+
+
+def _trim_dir(path: str) -> str:
+    """Without a trailing '/', except a bare root or home."""
+    return path if path in ("/", "~/", "$HOME/") else path.rstrip("/")
 
 
 def _node(raw: LDict, index: int, count: int, err) -> NodeConfig | None:
@@ -162,12 +228,16 @@ def _node(raw: LDict, index: int, count: int, err) -> NodeConfig | None:
     elif role not in ROLES:
         err(f"{where}: 'role' is {role!r}, expected head or worker", raw, "role")
         ok = False
+    logs = _logs(raw, where, err)
+    if logs is None:
+        ok = False
     if not ok or name is None or host is None:
         return None
     return NodeConfig(
         name=name,
         host=host,
         role=role,  # type: ignore[arg-type]
+        logs=logs or (),
         user=user,
         port=port,
         fabric_if=fabric_if,

@@ -207,7 +207,11 @@ def fetch_host_key(target: SSHTarget, timeout: float = CONNECT_TIMEOUT_S) -> par
 
 
 def append_known_host(target: SSHTarget, key: paramiko.PKey) -> Path:
-    """Append the key to the first known_hosts file (created 0600 when absent)."""
+    """Append the key to the first known_hosts file (created 0600 when absent); refused
+    under --read-only."""
+    from spark_tui import policy
+
+    policy.refuse_if_read_only(f"trust the host key of {target.alias} (write known_hosts)")
     path = Path(target.known_hosts[0] if target.known_hosts else default_known_hosts_path())
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     line = f"{target.known_hosts_name} {key.get_name()} {key.get_base64()}\n"
@@ -599,7 +603,11 @@ class SSHTransport(Transport):
                 if not self._alive(chan) and not chan.exit_status_ready():
                     raise EOFError("connection closed")
                 select.select([chan], [], [], min(0.2, max(0.0, deadline - time.monotonic())))
-            return chan.recv_exit_status(), b"".join(out), b"".join(err), False
+            rc = chan.recv_exit_status()
+            if rc == -1 and not transport.is_active():
+                # no exit status, and the connection is gone: the node dropped mid-command
+                raise EOFError("connection lost while the command ran")
+            return rc, b"".join(out), b"".join(err), False
         except (paramiko.SSHException, EOFError, OSError) as exc:
             raise self._dropped(exc) from None
         finally:
@@ -655,12 +663,3 @@ def run_as_root(transport: Transport, command: str, timeout: float = 60.0) -> Co
     if not result.ok and shell.needs_sudo_password(result.stderr + "\n" + result.stdout):
         raise SudoPasswordRequired(transport.name, command)
     return result
-
-
-def make_transport(node: NodeConfig, **ssh_options: object) -> Transport:
-    """The transport for a node: LocalTransport for `host: local`, else SSHTransport."""
-    if node.is_local:
-        from spark_tui.nodes.local import LocalTransport
-
-        return LocalTransport(name=node.name)
-    return SSHTransport(node, **ssh_options)  # type: ignore[arg-type]

@@ -3,7 +3,10 @@ log (dmesg, journalctl) and reboot."""
 
 from __future__ import annotations
 
+import re
+
 from spark_tui.sim import gpu
+from spark_tui.sim.processes import find_process, node_processes, stdout_target
 from spark_tui.sim.shell.context import HOST, Command, Ctx, Out
 
 
@@ -60,6 +63,43 @@ def _dmesg(argv: list[str], ctx: Ctx, stdin: str) -> Out:
     return Out(0, "".join(line + "\n" for t, line in ctx.node.dmesg if t <= now))
 
 
+def _ps(argv: list[str], ctx: Ctx, stdin: str) -> Out:
+    """`ps -ww -eo pid=,args=`: the processes the host sees in its running containers."""
+    rows = node_processes(ctx.world, ctx.node)
+    return Out(0, "".join(f"{p.pid:>7} {p.args}\n" for p in rows))
+
+
+def _readlink(argv: list[str], ctx: Ctx, stdin: str) -> Out:
+    """`readlink /proc/PID/fd/N`: where a process's output goes (a file, or docker's pipe)."""
+    paths = [a for a in argv[1:] if not a.startswith("-")]
+    out, rc = "", 0
+    for path in paths:
+        m = re.fullmatch(r"/proc/(\d+)/fd/[12]", path)
+        proc = find_process(ctx.world, ctx.node, int(m.group(1))) if m else None
+        if proc is None:
+            rc = 1
+            continue
+        out += stdout_target(proc) + "\n"
+    return Out(rc, out)
+
+
+def _hf(argv: list[str], ctx: Ctx, stdin: str) -> Out:
+    """`hf download REPO [--force-download]` (and `huggingface-cli download`): a forced
+    download replaces a truncated shard; a plain one trusts the cached blob, as the Hub
+    client does."""
+    from dataclasses import replace
+
+    args = argv[1:]
+    if not args or args[0] != "download" or len(args) < 2:
+        return Out(2, "", f"usage: {argv[0]} download REPO_ID [FILES...] [--force-download]\n")
+    repo = args[1]
+    world = ctx.world
+    if "--force-download" in args and world.faults.corrupt_shard is not None:
+        world.faults = replace(world.faults, corrupt_shard=None)
+    path = f"/root/.cache/huggingface/hub/models--{repo.replace('/', '--')}"
+    return Out(0, f"Fetching files of {repo}: 100%\n{path}/snapshots/main\n")
+
+
 def _journalctl(argv: list[str], ctx: Ctx, stdin: str) -> Out:
     return Out(0, "-- No entries --\n")
 
@@ -75,4 +115,8 @@ COMMANDS = {
     "systemctl": Command(_reboot, HOST),
     "dmesg": Command(_dmesg, HOST),
     "journalctl": Command(_journalctl, HOST),
+    "ps": Command(_ps, HOST),
+    "hf": Command(_hf, HOST),
+    "readlink": Command(_readlink, HOST),
+    "huggingface-cli": Command(_hf, HOST),
 }

@@ -70,11 +70,13 @@ class DiagnosisDetail(VerticalScroll):
             return Text("Select a diagnosis to see its cause, evidence and fixes.", style="dim")
         wall = d.wall
         out = Text()
-        out.append(f"{wall.title}\n", style="bold")
+        out.append(f"{wall.title}\n", style="bold" if d.active else "bold dim")
         words = CONFIDENCE_WORDS.get(d.confidence, d.confidence)
         out.append(f"{wall.id} · {d.severity} · {words} · {d.node or d.source}\n")
         for conds in d.confirm_with()[:2] if d.confidence == SUSPECTED else ():
             out.append(f"  would be confirmed by: {conds}\n", style="dim")
+        if not d.active:
+            out.append(f"Resolved: {d.resolution}\n", style="green")
         out.append("\n")
         out.append(" ".join(wall.summary.split()) + "\n")
         if wall.explain:
