@@ -71,3 +71,31 @@ def test_patterns_without_literals_still_match() -> None:
     w = Wall("w", "w", "error", "log", ("any",), "s", (LogSignature(r"\d+ab"),), (), (), (), ("x",))
     m = Matcher([w], engine="re")
     assert [h.line_no for h in m.scan_lines("s", [b"x", b"12ab", b"ab"])] == [2]
+
+
+# -- patterns that cannot hold a newline (their engine's word needs no second look) ------
+
+
+def test_within_line_of_known_shapes() -> None:
+    from spark_tui.kb.engines import within_line
+
+    inside = [rb"a.b", rb"\d+ ms", rb"(?:ab|c)\w+", rb"[\S]+", rb"x[^\n]{0,40}y", rb"\(PACK\)"]
+    across = [rb"(?s)a.b", rb"(?s:a.b)", rb"a\sb", rb"[^)]x", rb"a\Wb", rb"[\s\S]", rb"a\Db"]
+    assert [within_line(p) for p in inside] == [True] * len(inside)
+    assert [within_line(p) for p in across] == [False] * len(across)
+
+
+@pytest.mark.parametrize(("pattern", "ignore_case"), KB_PATTERNS + TRICKY)
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_a_pattern_said_to_stay_in_its_line_never_matches_a_newline(
+    pattern: str, ignore_case: bool, data
+) -> None:
+    from spark_tui.kb.engines import within_line
+
+    rx = re.compile(pattern.encode(), re.IGNORECASE if ignore_case else 0)
+    if not within_line(pattern.encode()):
+        return
+    # any text the pattern matches whole (hypothesis builds it from the regex itself)
+    text = data.draw(st.from_regex(rx, fullmatch=True))
+    assert b"\n" not in text

@@ -248,3 +248,27 @@ def test_a_wall_named_by_its_own_words_is_from_the_log() -> None:
     book = DiagnosisBook()
     d, _ = book.add_hit(hit)
     assert d.to_json()["confidence"] == "from-log" and d.to_json()["confirm_with"] == []
+
+
+def test_watch_json_says_when_readings_confirm_a_suspected_diagnosis() -> None:
+    import json
+
+    from spark_tui.cli.watch import EventPrinter
+    from spark_tui.events import DiagnosisRaised
+
+    m = MATCHERS[engines()[0]]
+    line = "WorkNCCL(SeqNum=12590, OpType=_ALLGATHER_BASE, NumelIn=1, NumelOut=2, Timeout(ms)=600000) ran for 600060 milliseconds before timing out."
+    (hit,) = [h for h in m.scan_lines("spark1:serve", [line]) if h.wall.id == "nccl-dual-build"]
+    book = DiagnosisBook()
+    d, new = book.add_hit(hit, node="spark1")
+    out = io.StringIO()
+    printer = EventPrinter(as_json=True, out=out)
+    printer(DiagnosisRaised(d, new, 0.0))
+    printer(DiagnosisRaised(d, False, 1.0))  # seen again, as sure as before: nothing new
+    book.confirm_with({"spark1": {"nccl.library_builds": 2}})
+    printer(DiagnosisRaised(d, False, 2.0))  # the monitor's round: readings agree now
+    lines = [json.loads(x) for x in out.getvalue().splitlines()]
+    assert [(x["confidence"], x["severity"]) for x in lines] == [
+        ("suspected", "warning"),
+        ("confirmed", "error"),
+    ]

@@ -56,6 +56,7 @@ class EventPrinter:
         self._lock = threading.Lock()
         self.crashed = threading.Event()
         self._down: set[str] = set()  # nodes said to be unreachable (so "again" is true)
+        self._sure: dict[tuple[str, str], str] = {}  # confidence printed per wall and source
 
     def write(self, obj: dict[str, Any], text: str) -> None:
         with self._lock:
@@ -99,7 +100,10 @@ class EventPrinter:
         elif isinstance(event, DiagnosisRaised):
             d = event.diagnosis
             episode = d.source.endswith(":readings") or d.source == "recipe:checks"
-            if event.new or episode:
+            key = (d.wall.id, d.source)
+            surer = self._sure.get(key, d.confidence) != d.confidence  # readings confirmed it
+            self._sure[key] = d.confidence
+            if event.new or episode or surer:
                 where = d.node or "cluster"
                 text = f"{d.severity:7} {where:10} {d.wall.id}: {d.evidence}"
                 self.write(diagnosis_line(d, event.time), text)

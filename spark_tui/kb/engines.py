@@ -352,6 +352,74 @@ def _mentions_ignorecase(seq) -> bool:
     return False
 
 
+_NEWLINE_CATEGORIES = frozenset(
+    c
+    for c in (
+        getattr(_sre, "CATEGORY_SPACE", None),
+        getattr(_sre, "CATEGORY_NOT_DIGIT", None),
+        getattr(_sre, "CATEGORY_NOT_WORD", None),
+        getattr(_sre, "CATEGORY_LINEBREAK", None),
+    )
+    if c is not None
+)
+
+
+def _set_has_newline(items) -> bool:
+    negate = False
+    found = False
+    for op, av in items:
+        if op is _sre.NEGATE:
+            negate = True
+        elif op is _sre.LITERAL:
+            found = found or av == 10
+        elif op is _sre.RANGE:
+            found = found or av[0] <= 10 <= av[1]
+        elif op is _sre.CATEGORY:
+            found = found or av in _NEWLINE_CATEGORIES
+        else:  # anything else: assume it may
+            found = True
+    return found != negate
+
+
+def _may_span(seq, dotall: bool) -> bool:
+    for op, av in seq:
+        if op is _sre.LITERAL:
+            if av == 10:
+                return True
+        elif op is _sre.NOT_LITERAL:
+            if av != 10:
+                return True
+        elif op is _sre.IN:
+            if _set_has_newline(av):
+                return True
+        elif op is _sre.ANY:
+            if dotall:
+                return True
+        elif op is _sre.SUBPATTERN:
+            inner = (dotall or bool(av[1] & re.DOTALL)) and not av[2] & re.DOTALL
+            if _may_span(av[3], inner):
+                return True
+        elif op is _sre.BRANCH:
+            if any(_may_span(alt, dotall) for alt in av[1]):
+                return True
+        elif op in _REPEATS:
+            if _may_span(av[2], dotall):
+                return True
+        elif op is not _sre.AT:  # a construct not looked into
+            return True
+    return False
+
+
+def within_line(pattern: bytes) -> bool:
+    """Whether no match of this pattern can hold a newline: then an engine that found it
+    in a chunk found it inside one line, and its word needs no second look."""
+    try:
+        parsed = _sre_parse.parse(pattern)
+        return not _may_span(parsed, bool(parsed.state.flags & re.DOTALL))
+    except Exception:  # unparsable here: look again
+        return False
+
+
 def required_literals(pattern: bytes, ignore_case: bool) -> tuple[frozenset[bytes] | None, bool]:
     """Literals (one of which every match contains) and whether to look for them
     case-folded (then they are lower-case: look in `data.lower()`). None when

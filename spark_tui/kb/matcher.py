@@ -39,6 +39,7 @@ from spark_tui.kb.engines import (
     required_literals,
     required_sequence,
     spans_lines,
+    within_line,
 )
 from spark_tui.kb.schema import FROM_LOG, LogSignature, Wall, severity_for
 
@@ -106,6 +107,7 @@ class _Pattern(EnginePattern):
     role: str = HEAD
     rx: Any = None  # RE2, for confirmation (None for wrap candidates)
     owner: int = -1  # the pattern a wrap candidate is for
+    within_line: bool = False  # no match can hold a newline (an engine's word is exact)
 
 
 def _patterns(
@@ -124,7 +126,13 @@ def _patterns(
                     rx = compile_confirm(src, sig.ignore_case)
                     pats.append(
                         _Pattern(
-                            src, sig.ignore_case, wall_index=wi, sig_index=si, role=role, rx=rx
+                            src,
+                            sig.ignore_case,
+                            wall_index=wi,
+                            sig_index=si,
+                            role=role,
+                            rx=rx,
+                            within_line=within_line(src),
                         )
                     )
     frags: list[_Pattern] = []
@@ -161,6 +169,9 @@ class Matcher:
             if sig.unless
         }
         self.engine = make_engine(self.patterns, name)
+        # Hyperscan and RE2 name exactly the patterns that match a line: one that cannot
+        # hold a newline needs no second look on a line that cleaning leaves as it is
+        self._exact = self.engine.name in ("hyperscan", "re2")
         self._plain = tuple(i for i, p in enumerate(self.patterns) if p.role != FRAG)
         # with engines that cannot name the patterns, a wrap may have split any of them
         self._wrappable = frozenset(p.owner for p in self.patterns if p.role == FRAG)
@@ -312,11 +323,12 @@ class MatchStream:
         if not plain:  # nothing to confirm on the line alone
             return [], frozenset(owners)
         line = paste.clean_line(raw)
+        exact = ids is not None and self.m._exact and len(line) == len(raw)
         hits: list[Hit] = []
         done_walls: set[int] = set()
         for pid in plain:
             p = pats[pid]
-            if p.rx.search(line) is None:
+            if not (exact and p.within_line) and p.rx.search(line) is None:
                 continue
             owners.discard(pid)
             logical = (lambda: self._logical(line, before())) if before else None
