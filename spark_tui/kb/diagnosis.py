@@ -166,11 +166,14 @@ class DiagnosisBook:
             self._by_key[key] = diag
             self._last_line[key] = line
             return diag, True
-        if CONFIDENCE_RANK[confidence] < CONFIDENCE_RANK[diag.confidence]:
+        if confidence != diag.confidence and (
+            CONFIDENCE_RANK[confidence] < CONFIDENCE_RANK[diag.confidence]
+        ):
             diag.confidence = confidence  # better evidence for the same wall
             if confidence == FROM_LOG and confirm:
                 diag.confirm = confirming_conditions(wall, confirm)
-        diag.check_confirmed(own_facts)
+        if own_facts:
+            diag.check_confirmed(own_facts)
         if line and self._last_line.get(key) == line:
             return diag, False
         self._last_line[key] = line

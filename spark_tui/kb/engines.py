@@ -278,7 +278,7 @@ class _HyperscanEngine(_Engine):
         last: list[int] = [-1, -1]  # [line start, line end] of the last hit
 
         def on_match(pid: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
-            pos = max(to - 1, 0)
+            pos = to - 1 if to else 0
             if last[0] <= pos <= last[1]:
                 spans[last[0]][1].add(pid)
                 return

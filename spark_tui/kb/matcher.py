@@ -64,6 +64,7 @@ _ESC = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)
 
 # pattern roles
 HEAD, THEN, AFTER, RESET, FRAG = "log", "then", "after", "reset", "fragment"
+_NONE: frozenset[int] = frozenset()
 
 
 def strip_ansi(data: bytes) -> bytes:
@@ -173,6 +174,24 @@ class Matcher:
         # hold a newline needs no second look on a line that cleaning leaves as it is
         self._exact = self.engine.name in ("hyperscan", "re2")
         self._plain = tuple(i for i, p in enumerate(self.patterns) if p.role != FRAG)
+        # plain signature lines with no context at all (no after, then, count or unless)
+        self._simple_heads = frozenset(
+            i
+            for i, p in enumerate(self.patterns)
+            if p.role == HEAD
+            and not (lambda sig: sig.after or sig.then or sig.unless or sig.times > 1)(
+                self.sigs[p.sig_index][1]
+            )
+        )
+        # patterns whose only effect is a hit of their wall on their line (no `then`
+        # waiting, no count): once the wall is named on a line, they add nothing there
+        self._plain_hit_only = frozenset(
+            i
+            for i, p in enumerate(self.patterns)
+            if p.role == HEAD
+            and not self.sigs[p.sig_index][1].then
+            and self.sigs[p.sig_index][1].times == 1
+        )
         # with engines that cannot name the patterns, a wrap may have split any of them
         self._wrappable = frozenset(p.owner for p in self.patterns if p.role == FRAG)
         # the candidates that run over line breaks, once more where one body of lines
@@ -307,6 +326,30 @@ class MatchStream:
     ) -> tuple[list[Hit], frozenset[int]]:
         """Hits on this line alone, and the patterns to try across its neighbours."""
         pats = self.m.patterns
+        if ids is not None:  # the common case first: one plain signature line, maybe with
+            # candidates for its own wrapped form (a crash loop is mostly such lines)
+            head = -1
+            for pid in ids:
+                o = pats[pid].owner
+                if o < 0:
+                    o = pid
+                if head == -1:
+                    head = o
+                elif o != head:
+                    head = -2
+                    break
+            if head >= 0 and head in self.m._simple_heads and head in ids:
+                p = pats[head]
+                line = paste.clean_line(raw)
+                if (p.within_line and self.m._exact and len(line) == len(raw)) or p.rx.search(
+                    line
+                ) is not None:
+                    wi = p.wall_index
+                    st.walls_at.add((wi, line_no))
+                    if len(st.walls_at) > 4096:  # only the lines a run can still reach matter
+                        st.walls_at = {x for x in st.walls_at if x[1] > line_no - 12}
+                    sig = self.m.sigs[p.sig_index][1]
+                    return [Hit(self.m.walls[wi], source, line_no, to_text(line), sig)], _NONE
         moot = self._moot
         owners: set[int] = set()
         if ids is None:  # the engine cannot say which: every pattern, every fragment
@@ -326,17 +369,27 @@ class MatchStream:
         exact = ids is not None and self.m._exact and len(line) == len(raw)
         hits: list[Hit] = []
         done_walls: set[int] = set()
+        unless = self.m.unless
         for pid in plain:
             p = pats[pid]
+            if p.wall_index in done_walls and pid in self.m._plain_hit_only:
+                owners.discard(pid)  # its wall is named on this line already: nothing to add
+                continue
             if not (exact and p.within_line) and p.rx.search(line) is None:
                 continue
             owners.discard(pid)
-            logical = (lambda: self._logical(line, before())) if before else None
+            logical = (
+                (lambda: self._logical(line, before()))
+                if before and p.sig_index in unless
+                else None
+            )
             hit = self._on_match(st, source, pid, line_no, line, (), logical)
             if hit is not None and p.wall_index not in done_walls:
                 hits.append(hit)
                 done_walls.add(p.wall_index)
                 st.walls_at.add((p.wall_index, line_no))
+        if len(st.walls_at) > 4096:  # only the lines a run can still reach matter
+            st.walls_at = {x for x in st.walls_at if x[1] > line_no - 4 * paste.WRAP_BACK}
         return hits, frozenset(owners)
 
     # -- runs of wrapped lines -----------------------------------------------------
@@ -384,7 +437,7 @@ class MatchStream:
         if len(st.joined) > 4096:  # only the lines of open runs can come back
             st.joined.clear()
         if len(st.walls_at) > 4096:
-            st.walls_at.clear()
+            st.walls_at = {x for x in st.walls_at if x[1] > run.lines[0][0] - 4 * paste.WRAP_BACK}
         return hits
 
     @staticmethod
