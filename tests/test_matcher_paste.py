@@ -272,3 +272,15 @@ def test_watch_json_says_when_readings_confirm_a_suspected_diagnosis() -> None:
         ("suspected", "warning"),
         ("confirmed", "error"),
     ]
+
+
+def test_a_suspected_wall_does_not_fail_a_launch_step() -> None:
+    from spark_tui.remedy.launch import fatal_wall
+
+    shm = (
+        "(EngineCore_DP0 pid=1) INFO 10-24 16:26:27 [shm_broadcast.py:466] No available shared "
+        "memory broadcast block found in 60 seconds."
+    )
+    serving = "\n".join(["(APIServer pid=1) INFO:     Application startup complete.", shm, shm])
+    assert fatal_wall(serving) is None  # serving-stall, suspected: a warning until readings agree
+    assert fatal_wall(FREE) is not None and fatal_wall(FREE).startswith("vllm-free-memory-low")

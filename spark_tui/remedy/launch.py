@@ -66,7 +66,7 @@ def fatal_wall(text: str, matcher: Matcher | None = None) -> str | None:
     """The first error-severity wall in a log excerpt, as 'wall-id: evidence', or None."""
     m = matcher or _builtin_matcher()
     for hit in m.scan_lines("serve-log", text.splitlines()):
-        if hit.wall.severity == "error":
+        if hit.severity == "error":  # a suspected wall is not yet fatal
             return f"{hit.wall.id}: {hit.evidence[:300]}"
     return None
 
