@@ -57,10 +57,6 @@ REAL_PERIOD_S = 0.5  # real seconds between two sampling rounds of a node, at mo
 MIN_PERIOD_S = 2.0  # clock seconds: a slow clock must not mean two rounds a second
 
 
-def _no_progress(_: ActionProgress) -> None:
-    pass
-
-
 @contextlib.contextmanager
 def open_cluster(config: str | Path | None = None, **options: Any) -> Iterator[Session]:
     """Open a cluster (Session.open: a scenario, a cluster.yaml, or what `no_config` says
@@ -71,15 +67,6 @@ def open_cluster(config: str | Path | None = None, **options: Any) -> Iterator[S
         yield session
     finally:
         session.close()
-
-
-def _stack_up(state: NodeState) -> bool:
-    """A container of the serving stack (the engine's or Ray's) is up on the node."""
-    words = ("vllm", "sglang", "ray")
-    return any(
-        c.state == "running" and any(w in f"{c.name} {c.image}".lower() for w in words)
-        for c in state.containers
-    )
 
 
 @dataclass(frozen=True)
@@ -698,7 +685,7 @@ class Session:
             phases = {name: self._engine_phase(name, st) for name, st in states.items()}
             head = self.config.head.name
             for name, st in states.items():  # a Ray member serves what its head serves
-                if name != head and st.engine is None and (st.ray_member or _stack_up(st)):
+                if name != head and st.engine is None and (st.ray_member or st.stack_up):
                     phases[name] = phases[head]
         tok_s = self.last_tok_s()
         out = []
