@@ -183,7 +183,10 @@ def run_doctor(
     head_t = transports[head.name]
     head_up = states[head.name].reachable
     for n in cluster.workers:
-        add(_ssh_from_head(head, head_up, head_t, n))
+        if states[n.name].reachable:
+            add(_ssh_from_head(head, head_up, head_t, n))
+        else:  # its own reachable check says why; ssh's timeout would only repeat it
+            add(Check("ssh-from-head", n.name, SKIP, f"{n.name} is unreachable"))
     for n in nodes:
         s = states[n.name]
         if not s.reachable:
