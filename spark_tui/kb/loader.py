@@ -31,7 +31,7 @@ from spark_tui.kb.schema import (
 )
 from spark_tui.yamlfile import LDict, LList, line_of, load_id_dir
 
-_ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9.]+)*$")
+_ID = re.compile(r"[a-z0-9]+(?:-[a-z0-9.]+)*")  # fullmatch: `$` takes a trailing newline
 WALL_FIELDS = {
     "id": True,
     "title": True,
@@ -249,7 +249,7 @@ def _fixes(c: _Collector, raw: Any, data: dict) -> tuple[Fix, ...]:
         if not c.fields(fx, FIX_FIELDS, where, ("id", "title", "risk", "actions")):
             continue
         fid = c.text(fx, "id", where)
-        if fid and not _ID.match(fid):
+        if fid and not _ID.fullmatch(fid):
             c.err(f"{where}: id {fid!r} must be kebab-case", fx, "id")
         if fid in seen:
             c.err(f"{where}: duplicate fix id {fid!r}", fx, "id")
@@ -328,7 +328,7 @@ def parse_wall(data: Any, file: str) -> Wall:
         )
     c.fields(data, WALL_FIELDS, "the wall", [k for k, req in WALL_FIELDS.items() if req])
     wid = c.text(data, "id", "the wall")
-    if wid and not _ID.match(wid):
+    if wid and not _ID.fullmatch(wid):
         c.err(f"id {wid!r} must be kebab-case", data, "id")
     engines = data.get("engines", [])
     if not isinstance(engines, list) or not engines or any(e not in ENGINES for e in engines):

@@ -19,11 +19,13 @@ from spark_tui.yamlfile import LDict, line_of, load_yaml
 CLUSTER_FIELDS = ("recipe", "nodes")
 NODE_FIELDS = ("name", "host", "user", "port", "fabric_if", "fabric_ip", "role")
 ROLES = ("head", "worker")
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
-# a host name, an address or an ssh_config alias: no blanks, no shell or option syntax
-_HOST = re.compile(r"^[A-Za-z0-9_\[\]:.%-]+$")
-_USER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}\$?$")
-_IFNAME = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+# a host name, an address or an ssh_config alias: no blanks, no shell or option syntax.
+# Matched with fullmatch: with match, `$` also accepts a trailing newline, which would
+# reach NCCL_SOCKET_IFNAME and the shell.
+_HOST = re.compile(r"[A-Za-z0-9_\[\]:.%-]+")
+_USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}\$?")
+_IFNAME = re.compile(r"[A-Za-z0-9_.:-]{1,15}")
 
 
 def find_cluster_config(cwd: Path | None = None) -> Path | None:
@@ -44,7 +46,7 @@ def load_cluster(path: Path | None = None) -> ClusterConfig:
         if path is None:
             raise InputError(
                 f"no cluster.yaml in the current directory or {paths.config_dir()} "
-                "(write one, or give --config FILE; see DESIGN.md for the format)"
+                "(write one, give --config FILE, or let 'spark-tui discover' propose one)"
             )
     return parse_cluster(load_yaml(Path(path)), str(path))
 
@@ -130,7 +132,7 @@ def _node(raw: LDict, index: int, count: int, err) -> NodeConfig | None:
             ok = False
             return None
         value = str(value)
-        if not pattern.match(value) or value.startswith("-"):
+        if not pattern.fullmatch(value) or value.startswith("-"):
             err(f"{where}: {key!r} is {value!r}, not {what}", raw, key)
             ok = False
             return None
