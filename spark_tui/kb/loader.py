@@ -13,6 +13,7 @@ from spark_tui import paths
 from spark_tui.errors import InputError, InputErrors
 from spark_tui.facts import unknown_fact_reason
 from spark_tui.kb.conditions import Condition, parse_condition
+from spark_tui.kb.safety import check_fix
 from spark_tui.kb.schema import (
     ACTION_FIELDS,
     ENGINES,
@@ -246,6 +247,7 @@ def _fixes(c: _Collector, raw: Any, data: dict) -> tuple[Fix, ...]:
     seen: set[str] = set()
     for i, fx in enumerate(raw):
         where = f"fix {i + 1}"
+        errors_before = len(c.errors)
         if not c.fields(fx, FIX_FIELDS, where, ("id", "title", "risk", "actions")):
             continue
         fid = c.text(fx, "id", where)
@@ -284,6 +286,12 @@ def _fixes(c: _Collector, raw: Any, data: dict) -> tuple[Fix, ...]:
                 str(fx.get("note", "") or "").strip(),
             )
         )
+        if len(c.errors) == errors_before:  # risk and root against what the actions do
+            for problem in check_fix(fixes[-1]):
+                at = (fx, problem.key) if problem.action is None else (actions_raw, problem.action)
+                if problem.action is not None and isinstance(actions_raw[problem.action], LDict):
+                    at = (actions_raw[problem.action], problem.key)
+                c.err(f"{where} ({fid}): {problem.message}", *at)
     return tuple(fixes)
 
 

@@ -38,11 +38,16 @@ def _placeholder_values(values: Mapping[str, object] | None, command: str) -> di
 def render_run(action: Action, values: Mapping[str, object] | None = None) -> str:
     """The command line of a `run` action (sudo -n when it needs root)."""
     template = str(action.params["command"])
-    if values is None:
-        command = shell._PLACEHOLDER.sub(lambda m: f"<{m.group(1)}>", template)
-    else:
+    if values is not None:
         command = shell.fill(template, values)
-    return shell.as_root(command) if action.params.get("root") else command
+        return shell.as_root(command) if action.params.get("root") else command
+    command = shell._PLACEHOLDER.sub(lambda m: f"<{m.group(1)}>", template)
+    if not action.params.get("root"):
+        return command
+    # cluster-free: <node.fabric_if> stands where a quoted value will, not a redirection
+    if shell.simple_words(shell._PLACEHOLDER.sub("X", template)) is not None:
+        return "sudo -n " + command
+    return shell.as_root(command)
 
 
 def render_action(
@@ -114,6 +119,7 @@ def node_values(cluster: ClusterConfig, node: NodeConfig) -> dict[str, object]:
 
 
 BOOT_ID_COMMAND = "cat /proc/sys/kernel/random/boot_id"
+PSTORE_TAIL = "find /sys/fs/pstore -maxdepth 1 -type f -exec tail -v -n 400 {} +"
 
 
 def evidence_command(item: str, recipe: Recipe | None, stamp: str) -> str:
@@ -141,10 +147,8 @@ def evidence_command(item: str, recipe: Recipe | None, stamp: str) -> str:
     if item == "kernel-log-previous-boot":
         return shell.as_root("journalctl -b -1 -k -n 300 --no-pager")
     if item == "pstore":
-        return shell.as_root(
-            "ls -la /sys/fs/pstore; for f in /sys/fs/pstore/*; do "
-            '[ -f "$f" ] && { echo "== $f"; tail -n 400 "$f"; }; done'
-        )
+        # one program, so a sudoers rule can allow exactly it (tail -v names each file)
+        return shell.as_root(PSTORE_TAIL)
     if item == "nvidia-bug-report":
         # not run for the user (minutes of work, a large file): the report says what to run
         out = f"/tmp/nvidia-bug-report-{stamp}.log.gz"
