@@ -96,9 +96,17 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _os_error_line(exc: OSError) -> str:
+    from spark_tui import paths
+
     reason = exc.strerror or str(exc) or type(exc).__name__
-    files = [f for f in (exc.filename, exc.filename2) if f]
-    return f"{' -> '.join(str(f) for f in files)}: {reason}" if files else reason
+    files = [str(f) for f in (exc.filename, exc.filename2) if f]
+    if not files:
+        return reason
+    line = f"{' -> '.join(files)}: {reason}"
+    state = str(paths.state_dir())
+    if any(f == state or f.startswith(state + "/") for f in files):
+        line += " (spark-tui's state directory: make it writable, or set XDG_STATE_HOME)"
+    return line
 
 
 def _last_resort(exc: BaseException, line: str, details: bool = False) -> int:

@@ -244,10 +244,27 @@ class _Identified(Protocol):
 T = TypeVar("T", bound=_Identified)
 
 
+def is_dir(path: Path) -> bool:
+    """Whether a directory is there; an InputError naming it when it cannot be looked at
+    (a parent without permission), where Path.is_dir would raise PermissionError."""
+    try:
+        return path.is_dir()
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", str(path)) from None
+
+
+def is_file(path: Path) -> bool:
+    """Whether a file is there; an InputError naming it when it cannot be looked at."""
+    try:
+        return path.is_file()
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", str(path)) from None
+
+
 def load_id_dir(directory: Path, parse: Callable[[Any, str], T], kind: str) -> dict[str, T]:
     """Every *.yaml / *.yml in a directory, each one item named after its id: all the
     errors at once (file:line), or nothing — a bad file never leaves a half-loaded set."""
-    if not directory.is_dir():
+    if not is_dir(directory):
         raise InputError("not a directory", str(directory))
     try:
         paths = sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml"))

@@ -84,10 +84,12 @@ def run(args: argparse.Namespace) -> int:
     if not args.yes and not ask_terminal(plan.confirmation_prompt(), plan.nodes):
         print("not confirmed: nothing ran", file=sys.stderr)
         return 1
+    from spark_tui import paths
     from spark_tui.clock import RealClock
     from spark_tui.nodes.sampler import sample
     from spark_tui.remedy.connect import transports_for
 
+    paths.writable_state_dir()  # the journal must be writable before a node is touched
     transports = transports_for(cluster)
     clock = RealClock()
 

@@ -30,7 +30,7 @@ from spark_tui.kb.schema import (
     ReadingRule,
     Wall,
 )
-from spark_tui.yamlfile import LDict, LList, line_of, load_id_dir
+from spark_tui.yamlfile import LDict, LList, is_dir, line_of, load_id_dir
 
 _ID = re.compile(r"[a-z0-9]+(?:-[a-z0-9.]+)*")  # fullmatch: `$` takes a trailing newline
 WALL_FIELDS = {
@@ -420,6 +420,6 @@ def load_knowledge(
     add walls or replace built-in ones with the same id."""
     walls = load_dir(builtin or paths.builtin_knowledge_dir())
     user_dir = user or paths.user_knowledge_dir()
-    if use_user and user_dir.is_dir():
+    if use_user and is_dir(user_dir):
         walls.update(load_dir(user_dir))
     return KnowledgeBase(dict(sorted(walls.items())))

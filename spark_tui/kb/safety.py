@@ -476,7 +476,9 @@ def check_fix(fix: Fix) -> list[Problem]:
                 )
             )
         if RISK_ORDER[eff.risk] > RISK_ORDER[needed]:
-            needed, needed_why = eff.risk, f"action {i + 1} runs {eff.risk_why}"
+            what = eff.risk_why
+            what = what if what.startswith(("writes ", "commands ")) else f"runs {what}"
+            needed, needed_why = eff.risk, f"action {i + 1} {what}"
     if RISK_ORDER[needed] > RISK_ORDER.get(fix.risk, 0):
         problems.append(
             Problem(

@@ -14,7 +14,7 @@ from typing import Any
 from spark_tui import paths
 from spark_tui.errors import InputError, InputErrors
 from spark_tui.nodes.cluster import ClusterConfig, NodeConfig
-from spark_tui.yamlfile import LDict, line_of, load_yaml
+from spark_tui.yamlfile import LDict, is_file, line_of, load_yaml
 
 CLUSTER_FIELDS = ("recipe", "nodes")
 NODE_FIELDS = ("name", "host", "user", "port", "fabric_if", "fabric_ip", "role")
@@ -31,7 +31,7 @@ _IFNAME = re.compile(r"[A-Za-z0-9_.:-]{1,15}")
 def find_cluster_config(cwd: Path | None = None) -> Path | None:
     """./cluster.yaml, else ~/.config/spark-tui/cluster.yaml, else None (use the simulator)."""
     for candidate in ((cwd or Path.cwd()) / "cluster.yaml", paths.config_dir() / "cluster.yaml"):
-        if candidate.is_file():
+        if is_file(candidate):
             return candidate
     return None
 

@@ -29,7 +29,7 @@ from spark_tui.recipes.model import (
     SmokeSpec,
     Workaround,
 )
-from spark_tui.yamlfile import line_of, load_id_dir, parse_yaml
+from spark_tui.yamlfile import is_dir, line_of, load_id_dir, parse_yaml
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9.\-]*[a-z0-9]$")
 _WALL_ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
@@ -477,7 +477,7 @@ def load_recipes(
     revision of each patched recipe (state_dir()/recipes/)."""
     recipes = load_dir(builtin or paths.builtin_recipes_dir())
     user_dir = user or paths.user_recipes_dir()
-    if use_user and user_dir.is_dir():
+    if use_user and is_dir(user_dir):
         recipes.update(load_dir(user_dir))
     errors = []
     for r in recipes.values():
