@@ -169,8 +169,9 @@ def parse_yaml(text: str, file: str) -> Any:
     InputError naming file and line."""
     if len(text) > MAX_BYTES:
         raise InputError(f"larger than {MAX_BYTES // 1024} KiB: refused", file, 1)
-    loader = _Loader(text)
+    loader = None
     try:
+        loader = _Loader(text)  # checks every character first (a ReaderError)
         return loader.get_single_data()
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -181,15 +182,15 @@ def parse_yaml(text: str, file: str) -> Any:
     except yaml.reader.ReaderError as exc:
         # a character YAML does not allow (a NUL, a control character)
         line = text.count("\n", 0, max(exc.position, 0)) + 1
-        raise InputError(
-            f"invalid YAML: character {exc.character!r} is not allowed", file, line
-        ) from None
+        char = chr(exc.character) if isinstance(exc.character, int) else exc.character
+        raise InputError(f"invalid YAML: character {char!r} is not allowed", file, line) from None
     except yaml.YAMLError as exc:
         raise InputError(f"invalid YAML: {exc}", file, 1) from None
     except RecursionError:  # the limits above should make this unreachable
         raise InputError(f"invalid YAML: nested too deep (limit {MAX_DEPTH})", file, 1) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def read_text(path: Path, max_bytes: int = MAX_BYTES) -> str:
@@ -261,6 +262,13 @@ def is_file(path: Path) -> bool:
         raise InputError(f"cannot read: {exc.strerror or exc}", str(path)) from None
 
 
+def _with_line(error: InputError, path: Path) -> InputError:
+    """An error about a whole file (a field it lacks) points at its first line."""
+    if error.file and error.line:
+        return error
+    return InputError(error.reason, error.file or str(path), error.line or 1)
+
+
 def load_id_dir(directory: Path, parse: Callable[[Any, str], T], kind: str) -> dict[str, T]:
     """Every *.yaml / *.yml in a directory, each one item named after its id: all the
     errors at once (file:line), or nothing — a bad file never leaves a half-loaded set."""
@@ -274,12 +282,17 @@ def load_id_dir(directory: Path, parse: Callable[[Any, str], T], kind: str) -> d
     errors: list[InputError] = []
     for path in paths:
         try:
-            item = parse(load_yaml(path), str(path))
-        except InputErrors as exc:
-            errors.extend(exc.errors)
-            continue
+            data = load_yaml(path)
         except InputError as exc:
             errors.append(exc)
+            continue
+        try:
+            item = parse(data, str(path))
+        except InputErrors as exc:
+            errors.extend(_with_line(e, path) for e in exc.errors)
+            continue
+        except InputError as exc:
+            errors.append(_with_line(exc, path))
             continue
         if item.id in items:
             also = items[item.id].source

@@ -198,7 +198,7 @@ def _action(c: _Collector, raw: Any, container: Any, index: int, where: str) -> 
         )
         return None
     kind = raw["type"]
-    if kind not in ACTION_FIELDS:
+    if not isinstance(kind, str) or kind not in ACTION_FIELDS:
         c.err(
             f"{where}: unknown action type {kind!r} (known: {', '.join(ACTION_FIELDS)})",
             raw,
@@ -312,7 +312,7 @@ def _causes(c: _Collector, raw: Any, data: dict, fix_ids: set[str]) -> tuple[Cau
             c.err(f"{where}: 'fixes' must list the fix ids this cause calls for", cs, "fixes")
             fixes = []
         for fid in fixes:
-            if fid not in fix_ids:
+            if not isinstance(fid, str) or fid not in fix_ids:
                 c.err(f"{where}: names fix {fid!r}, which this wall does not define", cs, "fixes")
         causes.append(
             Cause(

@@ -231,8 +231,7 @@ def fetch_host_key(
             t.close()
     except (OSError, paramiko.SSHException, EOFError, ValueError) as exc:
         raise SparkTuiError(
-            f"cannot reach {target.hostname}:{target.port}: "
-            + _explain(target.alias, target, exc, timeout).reason
+            f"{target.alias}: {_explain(target.alias, target, exc, timeout).reason}"
         ) from None
     finally:
         for j in jumps:
