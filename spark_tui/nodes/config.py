@@ -26,6 +26,7 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 _HOST = re.compile(r"[A-Za-z0-9_\[\]:.%-]+")
 _USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}\$?")
 _IFNAME = re.compile(r"[A-Za-z0-9_.:-]{1,15}")
+_RECIPE_ID = re.compile(r"[a-z0-9][a-z0-9.-]*[a-z0-9]|[a-z0-9]")
 
 
 def find_cluster_config(cwd: Path | None = None) -> Path | None:
@@ -67,8 +68,12 @@ def parse_cluster(data: Any, file: str) -> ClusterConfig:
         if key not in CLUSTER_FIELDS:
             err(f"unknown field {key!r} (allowed: {', '.join(CLUSTER_FIELDS)})", data, key)
     recipe = data.get("recipe")
-    if recipe is not None and (not isinstance(recipe, str) or not recipe.strip()):
-        err("'recipe' must be a recipe id", data, "recipe")
+    if recipe is not None and (not isinstance(recipe, str) or not _RECIPE_ID.fullmatch(recipe)):
+        err(
+            f"'recipe' is {recipe!r}, not a recipe id (see 'spark-tui recipes list')",
+            data,
+            "recipe",
+        )
         recipe = None
     raw_nodes = data.get("nodes")
     if not isinstance(raw_nodes, list) or not raw_nodes:
@@ -145,7 +150,12 @@ def _node(raw: LDict, index: int, count: int, err) -> NodeConfig | None:
     fabric_ip = raw.get("fabric_ip")
     if fabric_ip is not None:
         try:
-            fabric_ip = str(ipaddress.ip_address(str(fabric_ip)))
+            address = ipaddress.ip_address(str(fabric_ip))
+            # an IPv6 scope (fe80::1%IF) is free text to ipaddress: it must be an interface
+            scope = getattr(address, "scope_id", None)
+            if isinstance(fabric_ip, bool) or (scope is not None and not _IFNAME.fullmatch(scope)):
+                raise ValueError(fabric_ip)
+            fabric_ip = str(address)
         except ValueError:
             err(f"{where}: 'fabric_ip' is {fabric_ip!r}, not an IP address", raw, "fabric_ip")
             ok = False
