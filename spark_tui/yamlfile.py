@@ -4,13 +4,15 @@ Used by every loader (knowledge base, recipes, cluster config, scenarios). The f
 read from places a user or a download may fill, so the loader refuses what would make it
 hang or blow up, naming file and line: more than MAX_BYTES, nesting deeper than
 MAX_DEPTH, more than MAX_ALIASES aliases or MAX_NODES values once aliases are expanded
-(an alias bomb: a few hundred bytes that expand to billions), a recursive alias, and
-anything but a regular file (a FIFO would block the read for ever).
+(an alias bomb: a few hundred bytes that expand to billions), a recursive alias, a
+control character in a value (a terminal escape), and anything but a regular file (a
+FIFO would block the read for ever).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import stat
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +26,7 @@ MAX_BYTES = 1 << 20  # the largest shipped file is 6 KB
 MAX_DEPTH = 32  # a wall nests 7 levels, a recipe 5
 MAX_ALIASES = 64  # no shipped file uses one
 MAX_NODES = 50_000  # values after aliases are expanded (a wall has ~200)
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # tab and newline are text
 
 
 class LDict(dict):
@@ -114,6 +117,17 @@ class _Loader(yaml.SafeLoader):
             1 + max((e[1] for e in extents), default=0),
         )
         return node
+
+    def construct_scalar(self, node: yaml.ScalarNode) -> Any:
+        value = super().construct_scalar(node)
+        # "\e[2J", "\r": escapes YAML allows in quoted text, which would reach a terminal
+        # (or a shell) from a downloaded file; raw control characters the reader refuses
+        bad = _CONTROL.search(value) if isinstance(value, str) else None
+        if bad:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"control character {bad.group()!r} in a value", node.start_mark
+            )
+        return value
 
     def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
         # a value PyYAML resolves but cannot build (`2024-13-45` as a date, bad base64 in

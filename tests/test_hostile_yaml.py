@@ -325,3 +325,12 @@ def test_fuzzed_values_in_the_valid_structure(kind: str, data: st.DataObject) ->
         return data.draw(trees) if data.draw(st.integers(0, 4)) == 0 else node
 
     check_outcome(kind, yaml.safe_dump(replace(tree), allow_unicode=True, sort_keys=False))
+
+
+@pytest.mark.parametrize("kind", ["wall", "recipe", "cluster"])
+@pytest.mark.parametrize("escape", ["\\e]0;pwned\\a", "\\e[2J", "\\r", "\\x9b", "\\0"])
+def test_a_terminal_escape_in_a_value_is_refused(kind: str, escape: str, tmp_path: Path) -> None:
+    """Double-quoted YAML may spell control characters; a title that clears the screen
+    or rewrites the terminal's title must not reach `kb list`."""
+    err = refusal(kind, f'zz-extra: "evil {escape} text"\n' + KINDS[kind][1], tmp_path)
+    assert err.line == 1 and err.reason.startswith("invalid YAML: control character ")
