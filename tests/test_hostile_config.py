@@ -71,7 +71,10 @@ def test_hostile_value_in_each_node_field_is_refused_at_its_line(
     line = 2 + FIELDS.index(field)  # `  - name:` is line 2, one field a line
     mine = [e for e in errors if e.line == line and e.file == str(path)]
     assert mine, [str(e) for e in errors]
-    assert f"'{field}'" in mine[0].reason, mine[0].reason
+    if "\r" in value:  # refused by the YAML loader itself, before any field is looked at
+        assert mine[0].reason == "invalid YAML: control character '\\r' in a value"
+    else:
+        assert f"'{field}'" in mine[0].reason, mine[0].reason
 
 
 @pytest.mark.parametrize("value", [*HOSTILE, "no such recipe"])
@@ -83,7 +86,8 @@ def test_hostile_recipe_id_is_refused_at_its_line(value: str, tmp_path: Path) ->
     path.write_text(text)
     with pytest.raises(InputError) as info:
         load_cluster(path)
-    assert info.value.line == 14 and "'recipe'" in info.value.reason, str(info.value)
+    assert info.value.line == 14, str(info.value)
+    assert ("'recipe'" if "\r" not in value else "control character") in info.value.reason
 
 
 def test_an_ipv6_scope_must_be_an_interface_name(tmp_path: Path) -> None:
