@@ -90,6 +90,7 @@ def test_the_same_reboot_declared_honestly_loads_and_renders_with_sudo_n(tmp_pat
         ("dd if=/dev/zero of=/dev/nvme0n1 bs=1M", "destructive"),
         ("mkfs.ext4 /dev/nvme0n1p2", "destructive"),
         ("sed -i s/a/b/ /etc/fstab", "destructive"),
+        ("tee -a /etc/fstab", "destructive"),
         ("sysctl -w vm.swappiness=10", "disruptive"),
         ("ip link set dev {node.fabric_if} down", "disruptive"),
         ("nvidia-smi -r", "disruptive"),
@@ -157,6 +158,7 @@ def json_quote(text: str) -> str:
         "docker update --restart=no ray-head",
         "find -L $HOME/.cache/huggingface/hub -name '*.safetensors' -printf '%s %p\\n'",
         "echo done > /dev/null",
+        "echo done | tee /dev/null /tmp/done.txt",
         "cat /proc/meminfo > /tmp/meminfo.txt",
     ],
 )

@@ -92,7 +92,6 @@ _DESTRUCTIVE = _REBOOTS | {
     "update-initramfs",
     "update-grub",
     "grub-install",
-    "tee",
 }
 # disruptive: something running is stopped, killed, restarted or reconfigured
 _DISRUPTIVE = {
@@ -303,9 +302,9 @@ def _one(words: list[str], eff: Effects, depth: int) -> None:
         for path in _paths(args):
             if path.startswith(_SYSTEM):
                 eff.needs_root(f"{name} {path}")
-        if name == "tee":
-            for path in _paths(args):
-                _write(path, eff)
+    if name == "tee":  # writes each file it names (and its stdout)
+        for target in (a for a in args if not a.startswith("-")):
+            _write(target, eff)
     if name in _DISRUPTIVE:
         eff.raise_risk("disruptive", name)
     if name in ("sed", "perl") and any(a.startswith(("-i", "--in-place")) for a in args):
