@@ -1,6 +1,12 @@
 """Time, injectable: real time for real nodes, simulated time for the simulator
 (which runs a 5-minute weight load in seconds). Everything that measures a
-duration (rules `for: 120`, back-off, waits in a launch plan) asks a Clock."""
+duration (rules `for: 120`, back-off, waits in a launch plan) asks a Clock.
+
+Two kinds of waiting: `sleep` is the caller's own time passing (a launch step
+polling every 10 s); `wait` is a background loop idling until its next round,
+interruptible by a stop event. `rate` says how many clock seconds pass per real
+second, so a loop can choose a period in clock seconds that is sane in real
+time. No other code needs to know whether time is simulated."""
 
 from __future__ import annotations
 
@@ -18,6 +24,15 @@ class Clock(Protocol):
         """Wait this many clock seconds."""
         ...
 
+    def wait(self, seconds: float, stop: threading.Event) -> bool:
+        """Idle this many clock seconds, or until `stop` is set; True when it was set."""
+        ...
+
+    @property
+    def rate(self) -> float:
+        """Clock seconds per real second (1 for real time)."""
+        ...
+
 
 class RealClock:
     def now(self) -> float:
@@ -25,6 +40,13 @@ class RealClock:
 
     def sleep(self, seconds: float) -> None:
         time.sleep(max(0.0, seconds))
+
+    def wait(self, seconds: float, stop: threading.Event) -> bool:
+        return stop.wait(max(0.0, seconds))
+
+    @property
+    def rate(self) -> float:
+        return 1.0
 
 
 class ScaledClock:
@@ -47,6 +69,15 @@ class ScaledClock:
     def sleep(self, seconds: float) -> None:
         if seconds > 0:
             time.sleep(seconds / self.speed if self.speed > 0 else 0)
+
+    def wait(self, seconds: float, stop: threading.Event) -> bool:
+        # a stopped clock (speed 0) idles a short real moment: its time moves only by sleep()
+        real = seconds / self.speed if self.speed > 0 else min(seconds, 0.05)
+        return stop.wait(max(0.01, real))
+
+    @property
+    def rate(self) -> float:
+        return self.speed if self.speed > 0 else 1.0
 
     def advance(self, seconds: float) -> None:
         with self._lock:

@@ -24,6 +24,9 @@ COMMANDS = (
     "discover",
     "report",
     "trust",
+    "up",
+    "stop",
+    "status",
 )
 
 
@@ -59,6 +62,10 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.read_only:  # the engine refuses every change from here on, whoever asks
+        from spark_tui import policy
+
+        policy.set_read_only(True)
     try:
         from spark_tui import debuglog
 

@@ -38,6 +38,15 @@ class DiagnosisRaised:
 
 
 @dataclass(frozen=True)
+class DiagnosisResolved:
+    """A wall no longer holds: its readings cleared, its fix was verified, or a new launch
+    attempt made its log lines history. The diagnosis keeps how (`resolution`)."""
+
+    diagnosis: Diagnosis
+    time: float
+
+
+@dataclass(frozen=True)
 class ReachabilityChanged:
     node: str
     reachability: Reachability
@@ -54,4 +63,11 @@ class ActionProgress:
     detail: str = ""
 
 
-Event = NodeSampled | LogLines | DiagnosisRaised | ReachabilityChanged | ActionProgress
+Event = (
+    NodeSampled
+    | LogLines
+    | DiagnosisRaised
+    | DiagnosisResolved
+    | ReachabilityChanged
+    | ActionProgress
+)

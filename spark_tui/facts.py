@@ -45,7 +45,11 @@ NODE_FACTS: dict[str, str] = {
     "containers.serving": "a serving container (vllm/sglang/ray) is running",
     "containers.restart_count": "highest RestartCount among serving containers",
     "containers.restart_policy": "restart policy of the serving container ('no', 'always', 'unless-stopped', …)",
-    "ray.running": "a Ray node runs here",
+    "ray.running": "Ray's head runs here and `ray status` answered",
+    "ray.member": "a raylet runs here: the node is a member of a Ray cluster",
+    "engine.running": "a serving engine's API process runs here (vllm serve, sglang.launch_server)",
+    "engine.port": "the port in the engine's command line (--port, else its default)",
+    "engine.model": "the model in the engine's command line",
     "ray.gpus_total": "GPUs the Ray cluster reports (ray status)",
     "ray.nodes": "alive Ray nodes",
     # network

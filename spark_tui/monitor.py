@@ -8,8 +8,14 @@
 
 Events (spark_tui.events) go to `emit`, from worker threads: NodeSampled after
 each round, ReachabilityChanged when a node drops or comes back, LogLines
-batches (with marks for lines that matched a wall) and DiagnosisRaised. `emit`
-must be thread-safe (Textual's post_message is).
+batches (with marks for lines that matched a wall), DiagnosisRaised and
+DiagnosisResolved. `emit` must be thread-safe (Textual's post_message is).
+
+A diagnosis has a life: a readings wall resolves when its rules stop holding; a
+launch starts a new attempt (`new_attempt`) that makes the log walls of earlier
+attempts history; a verified fix resolves its wall (`resolve_fixed`). The serving
+phase of every node comes from that node's log, or, for a node whose engine rank
+logs through the head (Ray), from the head while the node takes part.
 
 Polls on completion: a node's next round is scheduled when its previous one
 finished, so a slow or dead node never piles up sessions. Every log line of
@@ -25,11 +31,18 @@ import contextlib
 import dataclasses
 import queue
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from spark_tui import shell
 from spark_tui.clock import Clock
-from spark_tui.events import DiagnosisRaised, Event, LogLines, NodeSampled, ReachabilityChanged
+from spark_tui.events import (
+    DiagnosisRaised,
+    DiagnosisResolved,
+    Event,
+    LogLines,
+    NodeSampled,
+    ReachabilityChanged,
+)
 from spark_tui.kb.diagnosis import Diagnosis, DiagnosisBook
 from spark_tui.kb.loader import KnowledgeBase
 from spark_tui.kb.matcher import Matcher
@@ -41,7 +54,7 @@ from spark_tui.nodes.parsers.nccl import distinct_builds, parse_nccl_libraries
 from spark_tui.nodes.parsers.serving import ServingTracker
 from spark_tui.nodes.rules import RuleEngine, cluster_facts
 from spark_tui.nodes.sampler import Sampler
-from spark_tui.nodes.state import NcclLibrary, NodeState
+from spark_tui.nodes.state import Container, NcclLibrary, NodeState, ServingState
 from spark_tui.nodes.transport import Reachability, Transport
 
 # log sources that are not the serving engine's log (they do not move log.silent_s)
@@ -88,7 +101,8 @@ class ClusterMonitor:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._streams: dict[tuple[str, str], object] = {}
-        self._tailing: set[tuple[str, str]] = set()
+        self._tailing: dict[tuple[str, str], str] = {}  # (node, source) -> command
+        self.attempt = 0  # launch attempts seen by this monitor (new_attempt)
         self._lines: queue.Queue[tuple[str, str, str]] = queue.Queue(maxsize=100_000)
         head = cluster.head.name if cluster.nodes else None
         self._samplers = {
@@ -113,9 +127,14 @@ class ClusterMonitor:
         self._reboot_expected: set[str] = set()
         self._rebooted_unasked: set[str] = set()
         self._started = False
-        # once per launch: the serving container's libnccl.so.2 files (container id, files)
+        # once per launch: the serving container's libnccl.so.2 files (container id, files);
+        # a container whose read failed is not read again (_nccl_failed)
         self._nccl: dict[str, tuple[str, tuple[NcclLibrary, ...]]] = {}
+        self._nccl_failed: dict[str, str] = {}
+        self._own_log: dict[str, bool] = {n.name: False for n in cluster.nodes}
         self._last_reachable: dict[str, float] = {}  # time of each node's last good round
+        self._round_no: dict[str, int] = {n.name: 0 for n in cluster.nodes}
+        self._round_cv = threading.Condition()
         self._history: dict[str, collections.deque[tuple[float, dict[str, object]]]] = {
             n.name: collections.deque(maxlen=HISTORY_ROUNDS) for n in cluster.nodes
         }
@@ -152,13 +171,84 @@ class ClusterMonitor:
     def tail(self, node: str, source: str, command: str) -> None:
         """Follow a long-running command's output (a log tail) on a node; each line goes
         through the matcher. Reopened when it ends while the monitor runs (a node that
-        dropped and came back). Tailing the same (node, source) twice does nothing."""
+        dropped and came back). Tailing (node, source) again with another command
+        replaces the command; with the same one it does nothing."""
         self.cluster.node(node)  # an unknown node is an InputError
         with self._lock:
-            if (node, source) in self._tailing:
+            old = self._tailing.get((node, source))
+            if old == command:
                 return
-            self._tailing.add((node, source))
-        self._spawn(f"tail:{node}:{source}", self._tail_loop, node, source, command)
+            self._tailing[(node, source)] = command
+            stream = self._streams.get((node, source))
+        if old is None:
+            self._spawn(f"tail:{node}:{source}", self._tail_loop, node, source)
+        elif stream is not None:
+            with contextlib.suppress(Exception):
+                stream.close()  # type: ignore[attr-defined]  # the loop reopens the new command
+
+    def follow(self, log_sources: Mapping[str, Sequence[str]]) -> None:
+        """Tail a launch plan's log sources (node -> commands): the serve log inside the
+        head container, the containers' own logs. Until the launch creates a container,
+        docker's "No such container" is noise, not a log line (the tail retries)."""
+        for node, cmds in log_sources.items():
+            serve = 0
+            for command in cmds:
+                words = command.split()
+                if words[:2] == ["docker", "logs"]:  # the monitor's own name for it: no doubles
+                    source = f"container:{words[-1]}"
+                else:
+                    serve += 1
+                    source = "serve" if serve == 1 else f"serve{serve}"
+                self.tail(node, source, f"{command} 2>/dev/null")
+
+    def new_attempt(self, nodes: Iterable[str] = ()) -> None:
+        """A launch begins: the log walls seen so far become history (resolved), and the
+        serving phase of its nodes starts over."""
+        self._drain()  # lines already received belong to the attempt that printed them
+        now = self.clock.now()
+        with self._lock:
+            self.attempt += 1
+            resolved = [
+                d
+                for d in self._book
+                if d.active
+                and not _readings_source(d.source)
+                and d.resolve(now, f"from launch attempt {max(d.attempt, 1)}; a new one began")
+            ]
+            for node in nodes:
+                if node in self._serving:
+                    self._serving[node].reset("starting", now)
+                    self._own_log[node] = False
+        for d in resolved:
+            self.emit(DiagnosisResolved(d, now))
+
+    def resolve_fixed(self, wall_id: str, how: str, last_launch_at: float | None) -> None:
+        """A fix for this wall ran and verified: its readings walls are resolved (raised
+        again at once if their readings still hold); its log walls when their evidence
+        predates the last launch (a relaunch already made them history)."""
+        now = self.clock.now()
+        with self._lock:
+            resolved = []
+            for d in self._book:
+                if d.wall.id != wall_id or not d.active:
+                    continue
+                if _readings_source(d.source):
+                    subject = d.source.split(":", 1)[0]
+                    self._rules.forget_active(d.wall.id, subject)
+                elif last_launch_at is None or d.first_seen >= last_launch_at:
+                    continue  # seen in this launch: it clears with the next one
+                if d.resolve(now, f"fixed: {how}"):
+                    resolved.append(d)
+        for d in resolved:
+            self.emit(DiagnosisResolved(d, now))
+
+    def adopt(self, states: Mapping[str, NodeState]) -> None:
+        """Readings taken by someone else (the doctor) count as a round of each node."""
+        with self._lock:
+            for name, state in states.items():
+                if state.reachable and name in self._samplers:
+                    self._states[name] = self._merge_live(name, state)
+        self.evaluate()
 
     def feed_line(self, node: str, source: str, line: str) -> None:
         """A log line that arrived another way (the simulator, a file): matched at once."""
@@ -199,9 +289,15 @@ class ClusterMonitor:
             now = self.clock.now()
             states = dict(self._states)
             firings = self._rules.evaluate_states(states, now, recipe)
+            resolved = list(self._rules.resolved)
+            for f in firings:
+                if f.new:
+                    f.diagnosis.attempt = self.attempt
         raised = [DiagnosisRaised(f.diagnosis, f.new, now) for f in firings]
         for event in raised:
             self.emit(event)
+        for d in resolved:
+            self.emit(DiagnosisResolved(d, now))
         return raised
 
     def last_reading_before_silence(self, node: str) -> float | None:
@@ -247,9 +343,8 @@ class ClusterMonitor:
         th.start()
 
     def _real_wait(self, clock_seconds: float) -> bool:
-        """Wait clock seconds in real time (a ScaledClock runs faster); True when stopping."""
-        speed = getattr(self.clock, "speed", 1.0) or 1.0
-        return self._stop.wait(max(0.01, clock_seconds / speed))
+        """Idle clock seconds (the clock says how long that is in real time); True when stopping."""
+        return self.clock.wait(clock_seconds, self._stop)
 
     def _node_loop(self, node: str) -> None:
         while not self._stop.is_set():
@@ -286,11 +381,41 @@ class ClusterMonitor:
                 self._last_reachable[node] = state.time
                 self._history[node].append((state.time, state.facts()))
         self.evaluate()
+        with self._round_cv:
+            self._round_no[node] += 1
+            self._round_cv.notify_all()
         return state
+
+    def wait_rounds(self, n: int = 1, timeout: float = 120.0) -> bool:
+        """Wait (real seconds, at most `timeout`) until every node finished n more rounds,
+        then match the lines received so far; False on the timeout."""
+        with self._round_cv:
+            target = {k: v + n for k, v in self._round_no.items()}
+            done = self._round_cv.wait_for(
+                lambda: (
+                    self._stop.is_set() or all(self._round_no[k] >= t for k, t in target.items())
+                ),
+                timeout,
+            )
+        self._drain()
+        return bool(done)
+
+    def _serving_of(self, node: str, containers: Sequence[Container]) -> ServingState:
+        """A node's serving phase: from its own serving log; a node whose engine rank logs
+        through the head (no serving line of its own in this attempt) shows the head's
+        progress while it takes part (a serving or Ray container runs there)."""
+        own = self._serving[node].state
+        head = self.cluster.head.name
+        if node == head or self._own_log.get(node) or head not in self._serving:
+            return own
+        if not any(c.state == "running" and _is_stack_name(c.name, c.image) for c in containers):
+            return ServingState()  # nothing of the engine runs here: stopped
+        h = self._serving[head].state
+        return dataclasses.replace(h, tok_s=None, requests_running=None)
 
     def _merge_live(self, node: str, state: NodeState) -> NodeState:
         """Fold the live streams into a round: the serving progress and fresh dmon figures."""
-        serving = self._serving[node].state
+        serving = self._serving_of(node, state.containers)
         gpus = state.gpus
         fresh = self.clock.now() - 3 * max(self.period_s, 1.0)
         live = {g: s for g, (s, at) in self._dmon[node].items() if at >= fresh}
@@ -352,7 +477,8 @@ class ClusterMonitor:
         c = serving[0]
         with self._lock:
             done = self._nccl.get(node)
-        if done is not None and done[0] == c.id:
+            failed = self._nccl_failed.get(node)
+        if (done is not None and done[0] == c.id) or failed == c.id:
             return
         command = shell.fill(commands.NCCL_LIBRARIES, {"container": c.name})
         try:
@@ -361,7 +487,9 @@ class ClusterMonitor:
             return
         libs = parse_nccl_libraries(res.stdout)
         if isinstance(libs, Unparseable) or (not res.ok and not libs):
-            return  # the container went away or has no find/sha256sum: try next launch
+            with self._lock:  # no find/sha256sum in it, or it went away: try the next launch
+                self._nccl_failed[node] = c.id
+            return
         with self._lock:
             self._nccl[node] = (c.id, libs)
             # the round just merged did not have them yet
@@ -378,7 +506,14 @@ class ClusterMonitor:
         return str(value) if value else None
 
     def _metrics_sections(self) -> dict[str, str]:
-        """The head's extra section: the engine's /metrics on the recipe's serve port."""
+        """The head's extra section: the engine's /metrics on the port its command line names
+        (whoever started it), else the recipe's serve port."""
+        with self._lock:
+            head = self._states.get(self.cluster.head.name)
+        if head is not None and head.engine is not None:
+            return {
+                commands.METRICS_SECTION: shell.fill(commands.METRICS, {"port": head.engine.port})
+            }
         recipe = self._recipe() or {}
         port = recipe.get("recipe.serve_args.--port")
         if port is None:
@@ -426,9 +561,11 @@ class ClusterMonitor:
             if self._real_wait(self.period_s if got else 30 * self.period_s):
                 return
 
-    def _tail_loop(self, node: str, source: str, command: str) -> None:
+    def _tail_loop(self, node: str, source: str) -> None:
         transport = self.transports[node]
         while not self._stop.is_set():
+            with self._lock:
+                command = self._tailing[(node, source)]
             try:
                 stream = transport.stream(command)
             except Exception:  # unreachable (or a transport bug): try again next period
@@ -446,7 +583,9 @@ class ClusterMonitor:
                         break
             finally:
                 stream.close()
-            if self._real_wait(self.period_s):
+            with self._lock:
+                replaced = self._tailing[(node, source)] != command
+            if not replaced and self._real_wait(self.period_s):
                 return
 
     def _flush_loop(self) -> None:
@@ -485,6 +624,8 @@ class ClusterMonitor:
             now = self.clock.now()
             first_no = self._match.line_count(key) + 1
             serving = source not in NON_SERVING_SOURCES
+            if serving:
+                self._own_log[node] = True
             for i, line in enumerate(lines):
                 if serving:
                     self._serving[node].feed(line, now)
@@ -501,15 +642,26 @@ class ClusterMonitor:
                         now=now,
                         facts_by_node=facts_by_node,
                     )
+                    if new:
+                        diag.attempt = self.attempt
                     if self._announce(diag, new, now):
                         raised.append(DiagnosisRaised(diag, new, now))
-            if serving and node in self._states:  # the pane shows progress without a round
-                self._states[node] = dataclasses.replace(
-                    self._states[node], serving=self._serving[node].state
-                )
+            if serving:  # the panes show progress without waiting for a round
+                for name in [node, *self._mirrors(node)]:
+                    if name in self._states and self._states[name].reachable:
+                        st = self._states[name]
+                        self._states[name] = dataclasses.replace(
+                            st, serving=self._serving_of(name, st.containers)
+                        )
         self.emit(LogLines(node, source, tuple(lines), first_no, tuple(marks)))
         for event in raised:
             self.emit(event)
+
+    def _mirrors(self, node: str) -> list[str]:
+        """The nodes whose serving phase follows this one's log (the head's workers)."""
+        if node != self.cluster.head.name:
+            return []
+        return [n.name for n in self.cluster.workers if not self._own_log.get(n.name)]
 
     def _announce(self, diag: Diagnosis, new: bool, now: float) -> bool:
         key = (diag.wall.id, diag.source)
@@ -522,3 +674,13 @@ class ClusterMonitor:
 def _is_serving_name(name: str, image: str) -> bool:
     text = f"{name} {image}".lower()
     return any(w in text for w in ("vllm", "sglang"))
+
+
+def _is_stack_name(name: str, image: str) -> bool:
+    """A container of the serving stack: the engine's or Ray's."""
+    return _is_serving_name(name, image) or "ray" in f"{name} {image}".lower()
+
+
+def _readings_source(source: str) -> bool:
+    """A diagnosis from readings or checks (not from a log line)."""
+    return source.endswith(":readings") or source == "recipe:checks"

@@ -42,24 +42,3 @@ def user_knowledge_dir() -> Path:
 
 def user_recipes_dir() -> Path:
     return config_dir() / "recipes"
-
-
-def writable_state_dir() -> Path:
-    """The state directory, created if needed; a SparkTuiError (exit 1) naming it when it
-    cannot be written (read-only, full, not a directory) — before anything runs on a node,
-    so a fix never runs without its journal."""
-    import tempfile
-
-    from spark_tui.errors import SparkTuiError
-
-    directory = state_dir()
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=directory):
-            pass
-    except OSError as exc:
-        raise SparkTuiError(
-            f"{directory}: cannot write spark-tui's state (journal, recipe revisions): "
-            f"{exc.strerror or exc}; make it writable or set XDG_STATE_HOME"
-        ) from None
-    return directory

@@ -47,6 +47,31 @@ def _argv(rendered: str) -> list[str] | None:
     return words
 
 
+def planned_commands(action: object, values: Mapping[str, object] | None = None) -> list:
+    """The commands one action runs on one node (PlannedCommand: command, root), planned
+    through the action registry as the engine plans it; a placeholder the node has no
+    value for stays `<name>`. [] for an action that needs a recipe or runs none."""
+    from spark_tui.errors import SparkTuiError
+    from spark_tui.nodes.cluster import ClusterConfig, NodeConfig
+    from spark_tui.remedy.actions import kind
+    from spark_tui.remedy.actions.base import PlanContext
+
+    values = values or {}
+    node = NodeConfig(
+        name=str(values.get("node.name") or "node"),
+        host="node",
+        role="head",
+        fabric_if=str(values.get("node.fabric_if") or "<node.fabric_if>"),
+        fabric_ip=str(values.get("node.fabric_ip") or "<node.fabric_ip>"),
+    )
+    ctx = PlanContext(ClusterConfig(nodes=(node,)), None, node.name, _STAMP_MARK, "sudoers")
+    try:
+        planned = kind(action.type).plan(0, action, ctx)  # type: ignore[attr-defined]
+    except (SparkTuiError, KeyError, ValueError, TypeError, AttributeError):
+        return []  # a relaunch, a recipe patch: no command of its own without a recipe
+    return list(planned.commands)
+
+
 def root_commands(
     walls: Iterable[object] | None = None, values: Mapping[str, object] | None = None
 ) -> list[list[str]]:
@@ -54,7 +79,7 @@ def root_commands(
     `walls`: the knowledge base (default: the one spark-tui loads); `values`: one node's
     placeholder values ({node.fabric_if} …), else those words are `*`."""
     from spark_tui.kb.schema import EVIDENCE_ITEMS
-    from spark_tui.remedy.render import evidence_command, render_action
+    from spark_tui.remedy.render import evidence_command
 
     if walls is None:
         walls = _knowledge()
@@ -62,10 +87,7 @@ def root_commands(
     for wall in walls:
         for fix in getattr(wall, "fixes", ()):
             for action in fix.actions:
-                command = str(action.params.get("command", ""))
-                # a placeholder this node has no value for stays <name> (a `*` in the rule)
-                filled = {p: (values or {}).get(p) or f"<{p}>" for p in shell.placeholders(command)}
-                rendered += render_action(action, filled, stamp=_STAMP_MARK)
+                rendered += [c.command for c in planned_commands(action, values) if c.root]
     rendered += [evidence_command(item, None, _STAMP_MARK) for item in EVIDENCE_ITEMS]
     out: list[list[str]] = []
     for line in rendered:

@@ -286,6 +286,17 @@ def _with_line(error: InputError, path: Path) -> InputError:
 def load_id_dir(directory: Path, parse: Callable[[Any, str], T], kind: str) -> dict[str, T]:
     """Every *.yaml / *.yml in a directory, each one item named after its id: all the
     errors at once (file:line), or nothing — a bad file never leaves a half-loaded set."""
+    items, errors = load_id_files(directory, parse, kind)
+    if errors:
+        raise InputErrors(errors)
+    return items
+
+
+def load_id_files(
+    directory: Path, parse: Callable[[Any, str], T], kind: str
+) -> tuple[dict[str, T], list[InputError]]:
+    """Every *.yaml / *.yml in a directory that loads, and the errors (file:line) of those
+    that do not: one bad file never hides the others (recipes load this way)."""
     if not is_dir(directory):
         raise InputError("not a directory", str(directory))
     try:
@@ -321,6 +332,4 @@ def load_id_dir(directory: Path, parse: Callable[[Any, str], T], kind: str) -> d
             )
         else:
             items[item.id] = item
-    if errors:
-        raise InputErrors(errors)
-    return items
+    return items, errors

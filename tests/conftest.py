@@ -32,3 +32,11 @@ def require_tool(name: str) -> str:
             pytest.fail(f"{name} is missing under CI: .ci/run must install it")
         pytest.skip(f"{name} not installed")
     return path
+
+
+@pytest.fixture(autouse=True)
+def _writable_process() -> None:
+    """--read-only is process-wide and only tightens: every test starts writable."""
+    from spark_tui import policy
+
+    policy._reset_for_tests()

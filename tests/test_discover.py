@@ -255,3 +255,34 @@ def test_candidate_sources():
         ("10.10.10.2", "neighbour:enp1s0f0np0"),
         ("192.168.1.1", "neighbour:enP7s7"),
     ]
+
+
+def test_a_sparkrun_cluster_file_is_probed_and_kept_in_its_order(nodes, tmp_path):
+    """`discover --from`: the file's hosts are probed like any candidate; its first host is
+    the head; a host that does not answer is proposed from the file, marked so."""
+    from spark_tui.nodes.cluster_import import import_proposal, read_cluster_file
+
+    f = tmp_path / "lab.yaml"
+    f.write_text("name: lab\nhosts: [spark2, spark1, ghost]\ncache_dir: /data/hf\n")
+    imported = read_cluster_file(f)
+    found = discover(
+        imported.candidates(),
+        ask=None,
+        ssh_config=nodes.ssh_config,
+        known_hosts=nodes.known_hosts,
+        connect_timeout=5.0,
+    )
+    proposal = import_proposal(imported, found)
+    assert [(n.host, n.role) for n, _ in proposal.nodes] == [
+        ("spark2", "head"),
+        ("spark1", "worker"),
+        ("ghost", "worker"),
+    ]
+    # what SSH found: each node's own fabric interface and address
+    assert [n.fabric_ip for n, _ in proposal.nodes] == ["10.10.10.2", "10.10.10.1", None]
+    text = proposal.cluster_yaml()
+    assert "# ghost was not reached over SSH (" in text and "models_dir: /data/hf" in text
+    path = tmp_path / "cluster.yaml"
+    path.write_text(text)
+    cfg = load_cluster(path)
+    assert cfg.models_dir == "/data/hf" and cfg.head.host == "spark2"

@@ -45,7 +45,11 @@ def cluster_of(n: int) -> ClusterConfig:
 
 
 def vllm_recipes() -> list:
-    return [r for r in load_recipes(use_user=False, use_revisions=False) if r.engine == "vllm"]
+    return [
+        r
+        for r in load_recipes(use_user=False, use_revisions=False)
+        if r.engine == "vllm" and r.executor == "ray"
+    ]
 
 
 def parse_serve(command: str) -> tuple[dict[str, str], dict[str, str], list[str]]:
@@ -98,7 +102,7 @@ def fill(value: str, node: NodeConfig, head: NodeConfig) -> str:
     )
 
 
-def test_every_vllm_seed_recipe_has_a_no_ray_profile():
+def test_every_vllm_ray_recipe_has_a_no_ray_profile():
     recipes = vllm_recipes()
     assert len(recipes) >= 4
     for r in recipes:

@@ -13,11 +13,11 @@ from spark_tui.nodes.ssh import (
     HostKeyUnknown,
     SSHTransport,
     SudoPasswordRequired,
-    make_transport,
     resolve_target,
     run_as_root,
 )
 from spark_tui.nodes.transport import NodeUnreachable
+from spark_tui.nodes.transports import open_transport
 from tests.sshd_nodes import SshdCluster, sshd_cluster  # noqa: F401
 
 
@@ -38,7 +38,7 @@ def test_ssh_config_is_honoured(sshd_cluster: SshdCluster) -> None:
     assert t.identity_files == (str(sshd_cluster.identity),)
     assert t.known_hosts == (str(sshd_cluster.known_hosts),)
     assert resolve_target("spark2", user="milo", port=2200).user == "milo"
-    tr = make_transport(NodeConfig("spark2", "spark2"))
+    tr = open_transport(NodeConfig("spark2", "spark2"))
     try:
         assert isinstance(tr, SSHTransport)
         path = tr.run("echo $PATH").stdout.strip().split(":")
@@ -164,7 +164,7 @@ def test_sudo_needing_a_password_says_what_to_do(sshd_cluster: SshdCluster) -> N
 def test_local_host_gets_the_local_transport(tmp_path: Path) -> None:
     from spark_tui.nodes.local import LocalTransport
 
-    t = make_transport(NodeConfig("box", "local", "head"))
+    t = open_transport(NodeConfig("box", "local", "head"))
     assert isinstance(t, LocalTransport) and t.name == "box"
 
 
@@ -177,7 +177,7 @@ def test_proxyjump_through_another_node(sshd_cluster: SshdCluster) -> None:
         )
     target = resolve_target("behind-spark1")
     assert target.proxy_jump == ("spark1",)
-    t = make_transport(NodeConfig("hidden", "behind-spark1"))
+    t = open_transport(NodeConfig("hidden", "behind-spark1"))
     try:
         assert t.run("echo through").stdout == "through\n"
         assert t.state.reachable

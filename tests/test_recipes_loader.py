@@ -51,7 +51,7 @@ serve:
 def test_the_six_recipes_load() -> None:
     book = load_recipes()
     assert set(book.recipes) >= SIX
-    broken = {r.id: r for r in book if r.status == "known-broken"}
+    broken = {r.id: r for r in book if r.status == "broken"}
     assert set(broken) == {"minimax-m2.7-fp8-sglang-tp2", "deepseek-v4-flash-sglang-tp2"}
     assert broken["minimax-m2.7-fp8-sglang-tp2"].blocked_by == ("deepgemm-unsupported-arch",)
     assert broken["minimax-m2.7-fp8-sglang-tp2"].instead == "minimax-m2.7-nvfp4-vllm-tp2"
@@ -66,8 +66,9 @@ def test_the_six_recipes_load() -> None:
     assert ds.serve.args["--kv-cache-dtype"] == "fp8_e4m3"
     for r in book:
         assert set(r.blocked_by) <= WALL_IDS
+    for r in (book.get(rid) for rid in SIX):
         assert r.model.checkpoint_bytes and r.model.checkpoint_source
-        assert r.seeds and all(s.startswith("seeds/") for s in r.seeds)
+        assert r.sources and all(s.title and s.url.startswith("https://") for s in r.sources)
     m3 = book.get("minimax-m3-nvfp4-vllm-tp3")
     assert m3.image is None and "fb63c9a" in m3.image_note  # the seed names a build, not an image
     assert (m3.model.attention_heads, m3.model.kv_heads) == (64, 4)
@@ -105,7 +106,7 @@ def test_errors_name_file_and_line(tmp_path: Path) -> None:
         "args: {--port: 8000}", "args: {--port: 8000, port: 1, --x: false}"
     )
     (tmp_path / "tiny.yaml").write_text(bad)
-    broken = MINIMAL.replace("status: works", "status: known-broken")
+    broken = MINIMAL.replace("status: works", "status: broken")
     (tmp_path / "other.yaml").write_text(broken.replace("id: tiny", "id: other"))
     with pytest.raises(InputErrors) as exc:
         load_dir(tmp_path)
@@ -113,16 +114,27 @@ def test_errors_name_file_and_line(tmp_path: Path) -> None:
     assert f"{tmp_path / 'tiny.yaml'}:10: unknown field 'colour'" in text
     assert f"{tmp_path / 'tiny.yaml'}:12: serve.args: 'port' is not a command-line flag" in text
     assert "leave the flag out" in text
-    assert f"{tmp_path / 'other.yaml'}:3: a known-broken recipe names the walls" in text
+    assert f"{tmp_path / 'other.yaml'}:3: a broken recipe names the walls" in text
 
 
-def test_cli_exit_2_on_a_broken_user_recipe(capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_broken_user_recipe_is_reported_and_hides_nothing(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     d = paths.user_recipes_dir()
     d.mkdir(parents=True)
     (d / "tiny.yaml").write_text("id: tiny\ntitle: [unclosed\n")
-    assert main(["recipes", "list"]) == 2
-    err = capsys.readouterr().err
-    assert "tiny.yaml:" in err and "invalid YAML" in err
+    assert main(["recipes", "list", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert "tiny.yaml:3: invalid YAML" in err
+    import json
+
+    listed = {r["id"] for r in json.loads(out)}
+    assert listed >= SIX and "tiny" not in listed
+    assert main(["recipes", "lint"]) == 2
+    assert "tiny.yaml:3: invalid YAML" in capsys.readouterr().err
+    # asking for it names the file and line
+    assert main(["recipes", "show", "tiny"]) == 2
+    assert "tiny.yaml:3: recipe 'tiny' did not load: invalid YAML" in capsys.readouterr().err
 
 
 def test_user_recipes_add_and_override_by_id() -> None:
@@ -150,4 +162,4 @@ def test_user_recipes_add_and_override_by_id() -> None:
     assert book.get("tiny").image == "img:1"
     mine = book.get("minimax-m2.7-mxfp4-vllm-tp2")
     assert mine.image == "mine:2" and mine.serve.port == 9000 and str(d) in mine.source
-    assert len(book) == len(SIX) + 1
+    assert len(book) == len(load_recipes(use_user=False)) + 1

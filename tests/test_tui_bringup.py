@@ -73,14 +73,14 @@ def test_bringup_end_to_end_lands_on_the_diagnosis_then_resumes_to_serving() -> 
             await pilot.press("a")
             await wait_for(pilot, lambda: isinstance(app.screen, FixModal))
             modal = app.screen
-            assert modal.preview.fix.risk == "destructive"
-            assert set(modal.preview.nodes) == {"spark1", "spark2"}
+            assert modal.plan.fix.risk == "destructive"
+            assert set(modal.plan.nodes) == {"spark1", "spark2"}
             assert modal.query_one("#cancel").has_focus  # the safe answer first
             await pilot.press("y")
             await wait_for(pilot, lambda: modal.phase == "done", limit_s=60)
             # the verify step ran on fresh readings after the reboot and says how it went
             question = str(modal.query_one("#fix-question").render())
-            assert "files.drm_override == false on spark1: holds" in question, question
+            assert "files.drm_override == false on spark1: yes" in question, question
             await pilot.press("enter")
             await wait_for(pilot, lambda: app.screen is screen)
             await wait_for(

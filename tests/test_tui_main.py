@@ -46,7 +46,7 @@ async def _test_signature_line_shows_its_diagnosis_newest_error_first() -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         table = app.screen.query_one(DiagnosesTable)
-        walls = [table.get_row_at(i)[0] for i in range(table.row_count)]
+        walls = [str(table.get_row_at(i)[0]) for i in range(table.row_count)]
         assert {"vllm-free-memory-low", "page-cache-hog", "fp4-marlin-fallback-notice"} <= set(
             walls
         )
@@ -100,7 +100,7 @@ async def _test_apply_opens_preview_with_per_node_commands_and_n_cancels() -> No
         await pilot.pause()
         modal = app.screen
         assert isinstance(modal, FixModal)
-        preview = modal.preview
+        preview = modal.plan
         assert set(preview.nodes) == {"spark1", "spark2", "spark3"}  # drop caches on every node
         text = str(modal.query_one("#fix-preview").render())
         for node in preview.nodes:
@@ -120,18 +120,31 @@ async def _test_read_only_refuses_every_change_with_a_clear_message() -> None:
     async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
         await pilot.pause()
         status = app.screen.query_one(StatusLine)
-        await pilot.press("r")
+        journal = app.session.journal
+        await pilot.press("r")  # the relaunch's preview shows: read-only hides nothing
         await pilot.pause()
-        assert "read-only: refused to relaunch" in status.last_action
+        assert isinstance(app.screen, FixModal)
+        assert "Read-only" in str(app.screen.query_one("#fix-question").render())
+        await pilot.press("y")  # … and the engine refuses to run it
+        for _ in range(40):
+            await pilot.pause(0.05)
+            if app.screen.phase == "done":
+                break
+        assert "read-only: refused to run relaunch" in status.last_action
+        await pilot.press("enter")
         await select_first_diagnosis(pilot)
-        await pilot.press("a")  # the preview still shows: read-only hides nothing
+        await pilot.press("a")
         await pilot.pause()
         assert isinstance(app.screen, FixModal)
         await pilot.press("y")
-        await pilot.pause()
+        for _ in range(40):
+            await pilot.pause(0.05)
+            if app.screen.phase == "done":
+                break
         refused = [m for m in seen if isinstance(m, ActionFinished) and not m.ok]
-        assert any("read-only: refused to apply" in m.summary for m in refused)
-        assert app.screen.phase == "preview"  # nothing ran
+        assert any("read-only: refused to run drop-page-caches" in m.summary for m in refused)
+        assert journal.entries() == []  # nothing ran, nothing was journaled
+        assert all(n.page_cache_gib > 20 for n in app.session.sim.nodes.values())
 
 
 def test_help_and_palette_hold_every_action() -> None:
@@ -200,7 +213,9 @@ def test_palette_runs_actions_and_read_only_refuses_undo_and_bringup_steps() -> 
             await pilot.pause()
             await pilot.press(*"Undo the last", "enter")
             await pilot.pause(0.3)
-            assert "read-only: refused to undo the last recipe patch" in status.last_action
+            assert "read-only: refused to undo" in status.last_action
+            await pilot.press("escape")  # the action's output screen shows the refusal too
+            await pilot.pause()
             await pilot.press("b")
             await pilot.pause()
             screen = app.screen

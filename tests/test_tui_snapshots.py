@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from spark_tui.tui.bringup_driver import BRINGUP_STEPS
+from spark_tui.bringup import BRINGUP_STEPS
 from tests.tui_snapshot_app import SnapshotApp, bringup_step, select_first_diagnosis
 
 

@@ -21,12 +21,14 @@ from textual.widgets import Input  # noqa: E402
 import spark_tui.recipes.render as _render  # noqa: E402
 import spark_tui.remedy.bringup as _bringup  # noqa: E402
 import spark_tui.remedy.fixes as _fixes  # noqa: E402
+from spark_tui import policy  # noqa: E402
 from spark_tui.kb.loader import load_knowledge  # noqa: E402
 from spark_tui.monitor import ClusterMonitor  # noqa: E402
+from spark_tui.session import Session  # noqa: E402
 from spark_tui.sim import build_sim_cluster  # noqa: E402
 from spark_tui.sim import logs as simlogs  # noqa: E402
+from spark_tui.state import StateDir  # noqa: E402
 from spark_tui.tui.app import SparkTuiApp  # noqa: E402
-from spark_tui.tui.session import ClusterSession  # noqa: E402
 
 Input.cursor_blink._default = False  # type: ignore[attr-defined]
 
@@ -43,20 +45,20 @@ ROUNDS = 12  # sampling rounds, 2 simulated seconds apart (the page-cache rule h
 LOG_VALUES = {"pid": 4242, "api_pid": 4100, "ts": "05-28 20:26:31", "rank": 0, "world": 3}
 
 
-def snapshot_session(read_only: bool = False) -> ClusterSession:
+def snapshot_session(read_only: bool = False) -> Session:
     """The simulated cluster with its clock stopped (speed 0: time moves only by advance())."""
+    if read_only:
+        policy.set_read_only(True)
     sim = build_sim_cluster(SCENARIO, nodes=3, speed=0.0)
-    session = ClusterSession(
+    return Session(
         sim.config,
         dict(sim.transports),
         sim.clock,
         load_knowledge(),
-        read_only=read_only,
+        StateDir.for_simulation(SCENARIO),
+        sim=sim,
         scenario=SCENARIO,
-        closer=sim.close,
     )
-    session.sim = sim
-    return session
 
 
 class SnapshotApp(SparkTuiApp):
@@ -74,7 +76,7 @@ class SnapshotApp(SparkTuiApp):
             s.kb,
             s.clock,
             self.pump.emit,
-            recipe_facts=s._recipe_facts,
+            recipe_facts=s.recipe_facts,
             dmon=False,
             auto_tail=False,
         )
@@ -119,7 +121,7 @@ def bringup_step(step: str):
     async def run_before(pilot) -> None:
         from textual.widgets import ListView
 
-        from spark_tui.tui.bringup_driver import BRINGUP_STEPS
+        from spark_tui.bringup import BRINGUP_STEPS
 
         await pilot.pause()
         await pilot.press("b")

@@ -1,5 +1,12 @@
-"""`spark-tui discover [--json] [--yes] [--output FILE] [HOST|SUBNET...]`: find the DGX
-Sparks reachable over SSH and propose (then, once confirmed, write) cluster.yaml.
+"""`spark-tui discover [--json] [--yes] [--output FILE] [--from FILE [--no-probe]]
+[HOST|SUBNET...]`: find the DGX Sparks reachable over SSH and propose (then, once confirmed,
+write) cluster.yaml.
+
+`--from FILE` reads the cluster another launcher knows — eugr/spark-vllm-docker's `.env` or
+a sparkrun cluster definition (spark_tui.nodes.cluster_import) — probes its nodes over SSH as
+usual and proposes them in the file's order; a node that does not answer (or every node,
+with --no-probe) is proposed from the file's own values. With no Spark found and no file,
+a commented cluster.yaml template is printed.
 
 Without arguments the candidates are ~/.ssh/config's hosts, ~/.ssh/known_hosts' hosts and
 this machine's neighbour table on its fabric and management interfaces. An unknown host key
@@ -26,6 +33,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("targets", nargs="*", metavar="HOST|SUBNET")
+    p.add_argument(
+        "--from",
+        metavar="FILE",
+        dest="from_file",
+        help="an eugr/spark-vllm-docker .env or a sparkrun cluster definition to start from",
+    )
+    p.add_argument(
+        "--no-probe",
+        action="store_true",
+        help="with --from: propose from the file alone, without SSH",
+    )
     p.add_argument("--json", action="store_true", help="print the proposal as JSON")
     p.add_argument(
         "--yes",
@@ -57,10 +75,12 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from spark_tui import paths
+    from spark_tui.errors import InputError
     from spark_tui.nodes import commands
     from spark_tui.nodes.cluster import NodeConfig
     from spark_tui.nodes.config import parse_cluster
     from spark_tui.nodes.discover import (
+        CLUSTER_YAML_TEMPLATE,
         Probe,
         default_candidates,
         discover,
@@ -78,7 +98,18 @@ def run(args: argparse.Namespace) -> int:
     logging.getLogger("paramiko").propagate = False
     interactive = sys.stdin.isatty() and not args.yes
     local = LocalTransport()
-    if args.targets:
+    if args.no_probe and not args.from_file:
+        raise InputError("--no-probe goes with --from FILE")
+    imported = None
+    if args.from_file:
+        from spark_tui.nodes.cluster_import import read_cluster_file
+
+        if not Path(args.from_file).is_file():
+            raise InputError("no such file", args.from_file)
+        imported = read_cluster_file(Path(args.from_file))
+        candidates = [] if args.no_probe else imported.candidates()
+        candidates += expand_targets(args.targets)
+    elif args.targets:
         candidates = expand_targets(args.targets)
     else:
         me = read_node(local, NodeConfig("local", "local"), Probe(_local_candidate()))
@@ -89,8 +120,21 @@ def run(args: argparse.Namespace) -> int:
             neigh.stdout if neigh.ok else "",
             neighbour_interfaces(me),
         )
-    proposal = discover(candidates, ask=_ask_key if interactive else None, local=local)
+    if imported is not None:
+        from spark_tui.nodes.cluster_import import import_proposal
+        from spark_tui.nodes.discover import Proposal
+
+        found = (
+            discover(candidates, ask=_ask_key if interactive else None, local=None)
+            if candidates
+            else Proposal()
+        )
+        proposal = import_proposal(imported, found)
+    else:
+        proposal = discover(candidates, ask=_ask_key if interactive else None, local=local)
     doc = proposal.to_json()
+    if not proposal.nodes:
+        doc["cluster_yaml_template"] = CLUSTER_YAML_TEMPLATE
     output = Path(args.output) if args.output else paths.config_dir() / "cluster.yaml"
     text = proposal.cluster_yaml() if proposal.nodes else ""
     if text:
@@ -122,7 +166,11 @@ def _confirm(output) -> bool:
 
 
 def _write(output, text: str):
-    """Write cluster.yaml; an existing file is moved aside (timestamped), never overwritten."""
+    """Write cluster.yaml; an existing file is moved aside (timestamped), never overwritten.
+    Refused under --read-only."""
+    from spark_tui import policy
+
+    policy.refuse_if_read_only(f"write {output}")
     import os
 
     from spark_tui.recipes.render import stamp_now
@@ -142,15 +190,31 @@ def _write(output, text: str):
 def _print(proposal, text: str, output, written, interactive: bool) -> None:
     out = sys.stdout
     if proposal.nodes:
-        out.write(f"Found {len(proposal.nodes)} DGX Spark(s), {proposal.topology}:\n")
-        for n, p in proposal.nodes:
+        if proposal.origin:
+            reached = sum(1 for _, p in proposal.nodes if p.reachable)
             out.write(
-                f"  {n.name:<12} {n.role:<6} {p.where or 'this machine':<28} "
+                f"{len(proposal.nodes)} node(s) from {proposal.origin}, "
+                f"{reached} reached over SSH:\n"
+            )
+        else:
+            out.write(f"Found {len(proposal.nodes)} DGX Spark(s), {proposal.topology}:\n")
+        for n, p in proposal.nodes:
+            where = p.where or ("this machine" if p.reachable else f"{n.host} (not reached)")
+            out.write(
+                f"  {n.name:<12} {n.role:<6} {where:<28} "
                 f"fabric {n.fabric_if or '?'} {n.fabric_ip or '?'} "
                 f"({p.fabric_ports_up} port{'s' if p.fabric_ports_up != 1 else ''} up)\n"
             )
     else:
         out.write("No DGX Spark found.\n")
+        from spark_tui.nodes.discover import CLUSTER_YAML_TEMPLATE
+
+        out.write(
+            "\nWrite cluster.yaml by hand from this template (or give discover a host, a "
+            "subnet, or --from an eugr .env / a sparkrun cluster file):\n\n"
+            + CLUSTER_YAML_TEMPLATE
+            + "\n"
+        )
     for p in proposal.left_out:
         out.write(f"  left out {p.candidate.host} ({p.candidate.source}): {p.reason}\n")
     if proposal.swept:

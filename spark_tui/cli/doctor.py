@@ -17,45 +17,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="read-only preflight of every node (reachable, SSH, memory, fabric, leftovers, ports)",
         description="Check every node of cluster.yaml before a launch; changes nothing.",
     )
-    p.add_argument("--json", action="store_true", help="print one JSON object (see DESIGN.md)")
+    p.add_argument("--json", action="store_true", help="print one JSON object (docs/json.md)")
     p.add_argument("--config", dest="sub_config", metavar="FILE", help="cluster.yaml to use")
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from spark_tui.clock import RealClock
-    from spark_tui.kb.loader import load_knowledge
-    from spark_tui.nodes.config import load_cluster
-    from spark_tui.nodes.doctor import recipe_model_paths, run_doctor
-    from spark_tui.nodes.ssh import make_transport
+    from spark_tui.session import open_cluster
 
     config = getattr(args, "sub_config", None) or getattr(args, "config", None)
-    cluster = load_cluster(Path(config) if config else None)
-    kb = load_knowledge()
-    recipe_facts = image = recipe = None
-    model_paths: list[str] = []
-    if cluster.recipe:
-        from spark_tui.recipes.loader import load_recipes
-
-        recipe = load_recipes().get(cluster.recipe)
-        recipe_facts, image = recipe.facts(), recipe.image
-        model_paths = recipe_model_paths(recipe.model.path, recipe.volumes)
-    transports = {n.name: make_transport(n) for n in cluster.nodes}
-    try:
-        report = run_doctor(
-            cluster,
-            transports,
-            kb,
-            RealClock(),
-            recipe_facts=recipe_facts,
-            image=image,
-            model_paths=model_paths,
-            fit_recipe=recipe,
-        )
-    finally:
-        for t in transports.values():
-            t.close()
+    with open_cluster(config, no_config="refuse") as session:
+        report = session.doctor()
     if args.json:
         json.dump(report.to_json(), sys.stdout, ensure_ascii=False)
         sys.stdout.write("\n")
@@ -69,11 +40,13 @@ STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
 
 def print_report(report) -> None:
     """A rich table per node, then the checks over the whole cluster."""
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console()
-    console.print(f"[bold]spark-tui doctor[/] — {report.cluster.source}")
+    from spark_tui.cli.present import console
+
+    out = console()
+    simulated = " (simulated: no cluster.yaml found)" if report.cluster.simulated else ""
+    out.print(f"[bold]spark-tui doctor[/] — {report.cluster.source}{simulated}")
     groups = [(n.name, f"{n.name} ({n.role}, {n.host})") for n in report.cluster.nodes]
     groups.append((None, "the cluster"))
     for key, title in groups:
@@ -94,8 +67,8 @@ def print_report(report) -> None:
         table.add_column("detail", overflow="fold")
         for c in checks:
             table.add_row(c.id, f"[{STYLE[c.status]}]{c.status}[/]", c.detail)
-        console.print(table)
+        out.print(table)
     counts = {st: sum(1 for c in report.checks if c.status == st) for st in STYLE}
     summary = ", ".join(f"{v} {k}" for k, v in counts.items() if v)
     reached = len(report.reachable)
-    console.print(f"{reached} of {len(report.cluster.nodes)} nodes reached; {summary}.")
+    out.print(f"{reached} of {len(report.cluster.nodes)} nodes reached; {summary}.")

@@ -74,3 +74,30 @@ def print_diagnoses(diagnoses: Iterable[Diagnosis], files: list[str]) -> None:
     )
     out.print(f"{len(diagnoses)} diagnos{'es' if len(diagnoses) != 1 else 'is'}: {summary}")
     sys.stdout.flush()
+
+
+def ask_terminal(prompt: str, nodes: tuple[str, ...]) -> bool:
+    """The CLI's confirmation: the prompt names every node; anything but y/yes is no.
+    Off a terminal nothing is asked and the answer is no (pass --yes to run it)."""
+    if not sys.stdin.isatty():
+        print(
+            f"{prompt}\nnot asked (stdin is not a terminal): pass --yes to run it", file=sys.stderr
+        )
+        return False
+    print(prompt, file=sys.stderr)
+    for n in nodes:
+        print(f"  - {n}", file=sys.stderr)
+    try:
+        answer = input("Type 'yes' to run it on these nodes: ")
+    except EOFError:
+        return False
+    return answer.strip().lower() in ("y", "yes")
+
+
+def print_progress(ev) -> None:
+    """An action's progress on stderr: each command as it starts, then how steps end."""
+    where = f"[{ev.node}] " if ev.node else ""
+    if ev.status == "running" and ev.command:
+        print(f"{where}$ {ev.command}", file=sys.stderr)
+    elif ev.detail or ev.status in ("failed", "skipped"):
+        print(f"{where}{ev.step}: {ev.status} {ev.detail}".rstrip(), file=sys.stderr)

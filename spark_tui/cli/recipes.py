@@ -1,5 +1,10 @@
 """`spark-tui recipes list | show ID | render ID [--profile NAME] [--set KEY=VALUE]...`
-| fit ID [--profile NAME] [--set KEY=VALUE]... [--json] [--config FILE]`"""
+| fit ID [--profile NAME] [--set KEY=VALUE]... [--json] [--config FILE]
+| lint [PATH...] | import FILE|DIR... [--to DIR] [--force]`
+
+A recipe file that does not load is reported (file:line) and left out; the others load.
+`lint` exits 2 when one does not load. `import` converts eugr/spark-vllm-docker and sparkrun
+recipes into spark-tui's own format, with a comment line per field that had no equivalent."""
 
 from __future__ import annotations
 
@@ -61,15 +66,52 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="override for this estimate, e.g. serve.--gpu-memory-utilization=0.82",
     )
     fit.add_argument("--config", metavar="FILE", dest="render_config", help="cluster.yaml")
-    fit.add_argument("--json", action="store_true", help="one JSON object (see DESIGN.md)")
+    fit.add_argument("--json", action="store_true", help="one JSON object (docs/json.md)")
+    lint = rs.add_parser(
+        "lint",
+        help="check recipe files (file:line errors; exit 2 when one does not load)",
+        description=(
+            "Check recipe files in spark-tui's, eugr/spark-vllm-docker's or sparkrun's format. "
+            "With no PATH: the built-in recipes and ~/.config/spark-tui/recipes/. Fields of a "
+            "community recipe with no spark-tui equivalent are listed, never fatal."
+        ),
+    )
+    lint.add_argument("paths", nargs="*", metavar="PATH", help="a recipe file or a directory")
+    imp = rs.add_parser(
+        "import",
+        help="convert eugr/spark-vllm-docker or sparkrun recipes into spark-tui's format",
+        description=(
+            "Write each recipe as a spark-tui recipe file (readable, editable) named after the "
+            "source file, with a comment line per field that had no equivalent. A directory is "
+            "searched for *.yaml / *.yml, sub-directories included."
+        ),
+    )
+    imp.add_argument("sources", nargs="+", metavar="FILE|DIR")
+    imp.add_argument(
+        "--to",
+        metavar="DIR",
+        dest="to_dir",
+        help="where to write (default: ~/.config/spark-tui/recipes/)",
+    )
+    imp.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing file (it is kept as NAME.yaml.<time>.bak)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     from spark_tui.recipes.loader import load_recipes
 
+    if args.recipes_command == "lint":
+        return _lint(args.paths)
+    if args.recipes_command == "import":
+        return _import(args.sources, args.to_dir, args.force)
     book = load_recipes()
     if args.recipes_command == "list":
-        return _list(book, args.json)
+        code = _list(book, args.json)
+        _report_errors(book.errors)
+        return code
     recipe = book.get(args.id)
     if args.recipes_command in ("history", "undo"):
         return _history(recipe, undo=args.recipes_command == "undo")
@@ -97,14 +139,20 @@ def _list(book, as_json: bool) -> int:
     rows = [
         {
             "id": r.id,
+            "model": r.model.id,
             "status": r.status,
             "engine": r.engine,
             "executor": r.executor,
             "nodes": r.nodes,
+            "image": r.image,
             "tok_s": r.measured.tok_s,
             "title": r.title,
             "instead": r.instead,
+            "sources": [{"title": s.title, "url": s.url} for s in r.sources],
+            "format": r.origin,
+            "not_mapped": [str(u) for u in r.unmapped],
             "revision": r.revision,
+            "file": r.source,
         }
         for r in book
     ]
@@ -115,6 +163,9 @@ def _list(book, as_json: bool) -> int:
     import shutil
 
     width = shutil.get_terminal_size((100, 24)).columns
+    if not rows:
+        print("no recipe loaded")
+        return 0
     idw = max(len(r["id"]) + (7 if r["revision"] else 0) for r in rows)
     print(f"{'id':<{idw}}  {'status':<12}  {'engine':<9}  nodes  tok/s  title"[:width])
     for r in rows:
@@ -137,6 +188,9 @@ def _show(recipe, as_json: bool) -> int:
         return 0
     r = recipe
     out = [f"# {r.id}: {r.title}", f"# status: {r.status}"]
+    if r.origin != "spark-tui":
+        out.append(f"# read from {r.origin}'s recipe format: {r.source}")
+    out += [f"# not mapped: {u}" for u in r.unmapped]
     if r.blocked_by:
         out.append(f"# stopped by: {', '.join(r.blocked_by)}")
         out.append(
@@ -150,8 +204,9 @@ def _show(recipe, as_json: bool) -> int:
 
 def _history(recipe, undo: bool) -> int:
     from spark_tui.recipes.revisions import RevisionStore
+    from spark_tui.state import StateDir
 
-    store = RevisionStore()
+    store = RevisionStore(StateDir.real().revisions_dir)
     if undo:
         back = store.undo(recipe.id)
         print(f"{recipe.id}: now at revision {back.revision} (revision {recipe.revision} is kept)")
@@ -171,54 +226,125 @@ def _history(recipe, undo: bool) -> int:
 
 def _fit(recipe, args: argparse.Namespace) -> int:
     """Read every node once (the simulated cluster when there is no cluster.yaml), then fit."""
-    from pathlib import Path
-
-    from spark_tui.errors import InputError
-    from spark_tui.nodes.config import find_cluster_config, load_cluster
-    from spark_tui.recipes.fit import fit_nodes, read_states
     from spark_tui.recipes.overrides import apply_sets
+    from spark_tui.session import open_cluster
 
     r = apply_sets(recipe.with_profile(args.profile), args.sets)
     config = getattr(args, "render_config", None) or getattr(args, "config", None)
-    path = Path(config) if config else find_cluster_config()
-    if config and not Path(config).exists():
-        raise InputError("no such cluster file", config)
-    sim = None
-    if path is not None:
-        from spark_tui.clock import RealClock
-        from spark_tui.nodes.ssh import make_transport
-
-        cluster = load_cluster(path)
-        transports = {n.name: make_transport(n) for n in cluster.nodes}
-        clock = RealClock()
-    else:
-        from spark_tui.sim.cluster import build_sim_cluster
-
-        sim = build_sim_cluster(nodes=r.nodes)
-        cluster, transports, clock = sim.config, sim.transports, sim.clock
-    if len(cluster.nodes) < r.nodes:
-        raise InputError(
-            f"recipe {r.id!r} needs {r.nodes} nodes; the cluster ({cluster.source}) has "
-            f"{len(cluster.nodes)}"
-        )
-    nodes = [cluster.head, *cluster.workers][: r.nodes]
-    try:
-        states = read_states(nodes, transports, clock)
-    finally:
-        if sim is not None:
-            sim.close()
-        else:
-            for t in transports.values():
-                t.close()
-    report = fit_nodes(r, cluster, states)
+    with open_cluster(config, sim_nodes=r.nodes) as session:
+        report, unreachable = session.fit(r)
     if args.json:
         json.dump(report.to_json(), sys.stdout)
         print()
     else:
         sys.stdout.write(report.to_text())
-    unreachable = [n for n in nodes if not states[n.name].reachable]
-    for n in unreachable:
-        print(
-            f"{n.name}: unreachable ({states[n.name].unavailable.get('node', '')})", file=sys.stderr
-        )
+    for n, why in unreachable.items():
+        print(f"{n}: unreachable ({why})", file=sys.stderr)
     return 1 if unreachable else 0
+
+
+def _report_errors(errors) -> None:
+    """The files that did not load, one line each (file:line: reason), on stderr."""
+    if not errors:
+        return
+    print(
+        f"{len(errors)} problem(s) in recipe files; those recipes are left out "
+        "(spark-tui recipes lint):",
+        file=sys.stderr,
+    )
+    for e in errors:
+        print(f"  {e}", file=sys.stderr)
+
+
+def _lint(paths_: list[str]) -> int:
+    """Every given file/directory (default: built-in and user recipes): errors on stderr,
+    community fields without equivalent on stdout; 2 when any file does not load."""
+    from pathlib import Path
+
+    from spark_tui import paths
+    from spark_tui.errors import InputError, InputErrors
+    from spark_tui.recipes.loader import load_dir_partial, load_file, load_recipes
+
+    errors: list[InputError] = []
+    recipes = []
+    if not paths_:
+        book = load_recipes(use_revisions=False)
+        recipes, errors = list(book), list(book.errors)
+        checked = [str(paths.builtin_recipes_dir()), str(paths.user_recipes_dir())]
+    else:
+        checked = paths_
+        for item in paths_:
+            p = Path(item)
+            if p.is_dir():
+                found, errs = load_dir_partial(p)
+                recipes += list(found.values())
+                errors += errs
+            elif p.is_file():
+                try:
+                    recipes.append(load_file(p))
+                except InputErrors as exc:
+                    errors += exc.errors
+                except InputError as exc:
+                    errors.append(exc)
+            else:
+                errors.append(InputError("no such file or directory", item))
+    for r in recipes:
+        for u in r.unmapped:
+            where = f"{r.source}:{u.line}" if u.line else r.source
+            print(f"{where}: not mapped: {u.field}: {u.reason}")
+    for e in errors:
+        print(str(e), file=sys.stderr)
+    print(
+        f"{len(recipes)} recipe(s) load, {len(errors)} problem(s) in {', '.join(checked)}",
+        file=sys.stderr if errors else sys.stdout,
+    )
+    return 2 if errors else 0
+
+
+def _import(sources: list[str], to_dir: str | None, force: bool) -> int:
+    """Convert community recipes into spark-tui files; 2 when one could not be converted."""
+    from pathlib import Path
+
+    from spark_tui import paths
+    from spark_tui.errors import InputError, InputErrors
+    from spark_tui.recipes.community import is_community
+    from spark_tui.recipes.importer import write_imported
+    from spark_tui.yamlfile import load_yaml
+
+    target = Path(to_dir).expanduser() if to_dir else paths.user_recipes_dir()
+    files: list[Path] = []
+    failed = 0
+    for item in sources:
+        p = Path(item)
+        if p.is_dir():
+            files += sorted(
+                q for q in p.rglob("*") if q.suffix in (".yaml", ".yml") and q.is_file()
+            )
+        elif p.is_file():
+            files.append(p)
+        else:
+            print(f"{item}: no such file or directory", file=sys.stderr)
+            failed += 1
+    for path in files:
+        try:
+            data = load_yaml(path)
+            if not is_community(data):
+                print(f"{path}: not an eugr or sparkrun recipe; left as it is")
+                continue
+            written, recipe, note = write_imported(path, target, force)
+        except InputErrors as exc:
+            for e in exc.errors:
+                print(str(e), file=sys.stderr)
+            failed += 1
+            continue
+        except InputError as exc:
+            print(str(exc), file=sys.stderr)
+            failed += 1
+            continue
+        unmapped = len(recipe.unmapped)
+        print(
+            f"{path} -> {written} ({recipe.origin}; {recipe.engine}/{recipe.executor}, "
+            f"{recipe.nodes} node{'s' if recipe.nodes != 1 else ''}; "
+            f"{unmapped} field{'s' if unmapped != 1 else ''} not mapped){note}"
+        )
+    return 2 if failed else 0

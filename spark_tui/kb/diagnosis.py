@@ -23,6 +23,22 @@ class Diagnosis:
     last_seen: float = 0.0
     evidence_lines: list[tuple[int, str]] = field(default_factory=list)
     fix_ids: tuple[str, ...] = ()
+    # its life: active until its readings clear, its fix is verified, or a new launch
+    # attempt makes its log lines history; seen again, it is active again
+    resolved_at: float | None = None
+    resolution: str = ""
+    attempt: int = 0  # the launch attempt it was seen in (0: before any launch)
+
+    @property
+    def active(self) -> bool:
+        return self.resolved_at is None
+
+    def resolve(self, now: float, how: str) -> bool:
+        """Mark it resolved (once); False when it already was."""
+        if self.resolved_at is not None:
+            return False
+        self.resolved_at, self.resolution = now, how
+        return True
 
     @property
     def severity(self) -> str:
@@ -38,8 +54,8 @@ class Diagnosis:
         return self.fix_ids or tuple(f.id for f in self.wall.fixes)
 
     def to_json(self) -> dict[str, object]:
-        """The object of DESIGN.md's `triage --json`."""
-        return {
+        """The object `triage --json` prints (docs/json.md); a resolved one says how."""
+        out: dict[str, object] = {
             "wall": self.wall.id,
             "title": self.wall.title,
             "severity": self.wall.severity,
@@ -49,6 +65,9 @@ class Diagnosis:
             "evidence": self.evidence,
             "fixes": list(self.fixes()),
         }
+        if not self.active:
+            out["resolved"] = self.resolution
+        return out
 
 
 class DiagnosisBook:
@@ -81,24 +100,8 @@ class DiagnosisBook:
         self._source_order.setdefault(source, len(self._source_order))
         diag = self._by_key.get(key)
         if diag is None:
-            cause, cause_node = None, None
-            if facts_by_node:
-                cause, cause_node = wall.choose_cause_across(node, facts_by_node)
-            elif facts is not None:
-                cause, cause_node = wall.choose_cause(facts), node
-            informed = facts is not None or bool(facts_by_node)
-            diag = Diagnosis(
-                wall,
-                source,
-                line,
-                evidence,
-                node=node,
-                first_seen=now,
-                last_seen=now,
-                cause=cause.id if cause else None,
-                cause_node=cause_node if cause else None,
-                fix_ids=tuple(f.id for f in wall.fixes_for_cause(cause)) if informed else (),
-            )
+            diag = Diagnosis(wall, source, line, evidence, node=node, first_seen=now, last_seen=now)
+            self._choose_cause(diag, facts, facts_by_node)
             diag.evidence_lines.append((line, evidence))
             self._by_key[key] = diag
             self._last_line[key] = line
@@ -108,9 +111,33 @@ class DiagnosisBook:
         self._last_line[key] = line
         diag.count += 1
         diag.last_seen = now
+        if not diag.active:  # seen again after it was resolved: a new episode
+            diag.resolved_at, diag.resolution = None, ""
+            diag.first_seen, diag.line, diag.evidence = now, line, evidence
+            diag.evidence_lines = [(line, evidence)]
+            self._choose_cause(diag, facts, facts_by_node)
+            return diag, True
         if len(diag.evidence_lines) < self.MAX_EVIDENCE_LINES:
             diag.evidence_lines.append((line, evidence))
         return diag, False
+
+    @staticmethod
+    def _choose_cause(
+        diag: Diagnosis,
+        facts: dict[str, object] | None,
+        facts_by_node: dict[str, dict[str, object]] | None,
+    ) -> None:
+        """The cause (and the node it holds on) from the readings, and its fixes first."""
+        wall = diag.wall
+        cause, cause_node = None, None
+        if facts_by_node:
+            cause, cause_node = wall.choose_cause_across(diag.node, facts_by_node)
+        elif facts is not None:
+            cause, cause_node = wall.choose_cause(facts), diag.node
+        informed = facts is not None or bool(facts_by_node)
+        diag.cause = cause.id if cause else None
+        diag.cause_node = cause_node if cause else None
+        diag.fix_ids = tuple(f.id for f in wall.fixes_for_cause(cause)) if informed else ()
 
     def by_first_line(self) -> list[Diagnosis]:
         """In the order the sources were first seen, then by first line."""

@@ -15,11 +15,8 @@ from spark_tui.facts import unknown_fact_reason
 from spark_tui.kb.conditions import Condition, parse_condition
 from spark_tui.kb.safety import check_fix
 from spark_tui.kb.schema import (
-    ACTION_FIELDS,
     ENGINES,
-    EVIDENCE_ITEMS,
     KINDS,
-    PATCH_TARGETS,
     RISKS,
     SEVERITIES,
     TARGETS,
@@ -190,44 +187,31 @@ def _signatures(
 
 
 def _action(c: _Collector, raw: Any, container: Any, index: int, where: str) -> Action | None:
+    """One action, checked against its kind in the registry (spark_tui.remedy.actions)."""
+    from spark_tui.remedy.actions import REGISTRY
+
     if not isinstance(raw, dict) or "type" not in raw:
         c.err(
-            f"{where}: an action is a mapping with a 'type' ({', '.join(ACTION_FIELDS)})",
+            f"{where}: an action is a mapping with a 'type' ({', '.join(REGISTRY)})",
             container,
             index,
         )
         return None
-    kind = raw["type"]
-    if not isinstance(kind, str) or kind not in ACTION_FIELDS:
+    kind = REGISTRY.get(raw["type"]) if isinstance(raw["type"], str) else None
+    if kind is None:
         c.err(
-            f"{where}: unknown action type {kind!r} (known: {', '.join(ACTION_FIELDS)})",
+            f"{where}: unknown action type {raw['type']!r} (known: {', '.join(REGISTRY)})",
             raw,
             "type",
         )
         return None
-    required, optional = ACTION_FIELDS[kind]
-    c.fields(raw, required | optional | {"type"}, f"{where} ({kind})", required)
+    c.fields(raw, kind.required | kind.optional | {"type"}, f"{where} ({kind.name})", kind.required)
     params = {k: v for k, v in raw.items() if k != "type"}
     if "on" in params and params["on"] not in TARGETS:
         c.err(f"{where}: 'on' is {params['on']!r}, expected one of {', '.join(TARGETS)}", raw, "on")
-    if kind == "run" and not (isinstance(params.get("command"), str) and params["command"].strip()):
-        c.err(f"{where}: 'command' must be a non-empty shell command", raw, "command")
-    if kind == "patch-recipe":
-        if not any(k in params for k in ("set_args", "unset_args", "set_env", "unset_env")):
-            c.err(f"{where}: a recipe patch must set or unset something", raw)
-        if params.get("target", "serve") not in PATCH_TARGETS:
-            c.err(f"{where}: 'target' must be one of {', '.join(PATCH_TARGETS)}", raw, "target")
-        for key in ("set_args", "set_env"):
-            if key in params and not isinstance(params[key], dict):
-                c.err(f"{where}: {key!r} must be a mapping", raw, key)
-        for key in ("unset_args", "unset_env"):
-            if key in params and not isinstance(params[key], list):
-                c.err(f"{where}: {key!r} must be a list", raw, key)
-    if kind == "collect-evidence":
-        items = params.get("items")
-        if not isinstance(items, list) or not items or any(i not in EVIDENCE_ITEMS for i in items):
-            c.err(f"{where}: 'items' must list some of {', '.join(EVIDENCE_ITEMS)}", raw, "items")
-    return Action(kind, _plain(params))
+    for message, key in kind.validate(params):
+        c.err(f"{where}: {message}", raw, key)
+    return Action(kind.name, _plain(params))
 
 
 def _plain(value: Any) -> Any:

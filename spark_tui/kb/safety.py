@@ -8,9 +8,9 @@ knowledge base) refuses a wall whose fix says otherwise, naming file and line:
   so that a sudoers rule can allow exactly it instead of a root shell;
 - the fix's `risk` is at least what its actions do: a reboot, a file moved, removed or
   written, a disk touched is `destructive`; stopping, killing or restarting something,
-  changing a link, a clock or a kernel setting is `disruptive`; `stop-stack`,
-  `relaunch` and `restart-ray` are at least `disruptive`, `reboot` and `move-aside`
-  `destructive`;
+  changing a link, a clock or a kernel setting is `disruptive`; a typed action is at
+  least its kind's `min_risk` in the action registry (`stop-stack`, `relaunch`,
+  `restart-ray`: disruptive; `reboot`, `move-aside`: destructive);
 - a fix with an action that runs as root says `root: true` itself.
 
 The reading of shell commands is conservative: a word that looks like a command
@@ -403,24 +403,16 @@ class Problem:
     message: str
 
 
-_ACTION_RISK = {
-    "reboot": ("destructive", "it reboots the node"),
-    "move-aside": ("destructive", "it moves a file"),
-    "stop-stack": ("disruptive", "it stops the serving stack"),
-    "relaunch": ("disruptive", "it stops and relaunches the serving stack"),
-    "restart-ray": ("disruptive", "it restarts Ray"),
-}
-
-
 def action_root(action: Action) -> bool:
-    """Whether the action runs as root (sudo -n)."""
-    if action.type == "reboot":
+    """Whether the action runs something as root (sudo -n): its kind always does (reboot),
+    or a command it plans does (`root: true`; move-aside unless `root: false`)."""
+    from spark_tui.remedy.actions import REGISTRY
+    from spark_tui.sudoers import planned_commands
+
+    kind = REGISTRY.get(action.type)
+    if kind is not None and kind.needs_root:
         return True
-    if action.type == "move-aside":
-        return bool(action.params.get("root", True))
-    if action.type == "run":
-        return bool(action.params.get("root", False))
-    return False
+    return any(c.root for c in planned_commands(action))
 
 
 def _placeholders_as_words(command: str) -> str:
@@ -434,13 +426,15 @@ def check_fix(fix: Fix) -> list[Problem]:
     problems: list[Problem] = []
     needed, needed_why = "safe", ""
     root_actions: list[int] = []
+    from spark_tui.remedy.actions import REGISTRY
+
     for i, action in enumerate(fix.actions):
         if action_root(action):
             root_actions.append(i)
-        if action.type in _ACTION_RISK:
-            risk, why = _ACTION_RISK[action.type]
-            if RISK_ORDER[risk] > RISK_ORDER[needed]:
-                needed, needed_why = risk, f"action {i + 1} ({action.type}): {why}"
+        kind = REGISTRY.get(action.type)
+        risk = kind.min_risk if kind is not None else "safe"  # the kind's own floor
+        if RISK_ORDER[risk] > RISK_ORDER[needed]:
+            needed, needed_why = risk, f"action {i + 1} is a {action.type}"
         if action.type != "run" or not isinstance(action.params.get("command"), str):
             continue
         command = action.params["command"]

@@ -23,34 +23,7 @@ ENGINES: tuple[str, ...] = ("vllm", "sglang", "ray", "pytorch", "nccl", "kernel"
 TARGETS: tuple[str, ...] = ("all", "head", "workers", "seen")
 SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
 
-# Action types and their fields: name -> (required fields, optional fields).
-# Each type is rendered to exact commands by spark_tui.remedy (preview == run).
-ACTION_FIELDS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
-    # Run a shell command on nodes. `command` may use {node.fabric_if},
-    # {node.fabric_ip}, {head.fabric_ip}, {node.name}; values are quoted.
-    "run": (frozenset({"command"}), frozenset({"on", "root"})),
-    # Change the recipe: a new revision with a diff (undo restores the last one).
-    # target: serve (vllm/sglang args and env), ray (ray start args and the
-    # daemon's env), docker (docker run args).
-    "patch-recipe": (
-        frozenset(),
-        frozenset({"target", "set_args", "unset_args", "set_env", "unset_env"}),
-    ),
-    # Stop and start Ray on every node with these arguments / daemon environment.
-    "restart-ray": (frozenset(), frozenset({"args", "env"})),
-    # Reboot nodes and wait until they answer again.
-    "reboot": (frozenset(), frozenset({"on"})),
-    # Move a file aside to PATH.spark-tui-backup-<timestamp> (never delete).
-    "move-aside": (frozenset({"path"}), frozenset({"on", "root"})),
-    # Use another recipe (default: the current recipe's `instead`).
-    "switch-recipe": (frozenset(), frozenset({"to"})),
-    # Stop containers and Ray on nodes (the serving stack), nothing else.
-    "stop-stack": (frozenset(), frozenset({"on"})),
-    # Stop the stack, drop caches, run the launch plan again.
-    "relaunch": (frozenset(), frozenset({"clean"})),
-    # Gather evidence into the incident report before anything is restarted.
-    "collect-evidence": (frozenset({"items"}), frozenset({"on"})),
-}
+# Action types, their fields and what they do: the registry of spark_tui.remedy.actions.
 EVIDENCE_ITEMS: tuple[str, ...] = (
     "log-tail",
     "py-spy",
@@ -61,8 +34,6 @@ EVIDENCE_ITEMS: tuple[str, ...] = (
     "nccl-libraries",
 )
 PATCH_TARGETS: tuple[str, ...] = ("serve", "ray", "docker")
-# Where an action runs when it does not say: the cluster-wide ones on every node.
-DEFAULT_TARGET: dict[str, str] = {"stop-stack": "all", "restart-ray": "all", "relaunch": "all"}
 
 
 @dataclass(frozen=True)
@@ -95,8 +66,13 @@ class Action:
 
     @property
     def on(self) -> str:
-        """Where it runs: the action's `on`, else its type's default."""
-        return str(self.params.get("on", DEFAULT_TARGET.get(self.type, "seen")))
+        """Where it runs: the action's `on`, else its kind's default."""
+        if "on" in self.params:
+            return str(self.params["on"])
+        from spark_tui.remedy.actions import REGISTRY
+
+        kind = REGISTRY.get(self.type)
+        return kind.default_target if kind is not None else "seen"
 
 
 @dataclass(frozen=True)

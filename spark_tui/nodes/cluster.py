@@ -1,4 +1,4 @@
-"""The cluster: which nodes, how to reach them, which is the head (DESIGN.md's cluster.yaml)."""
+"""The cluster: which nodes, how to reach them, which is the head (cluster.yaml, docs/cluster-yaml.md)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 Role = Literal["head", "worker"]
+DEFAULT_MODELS_DIR = "~/.cache/huggingface"  # cluster.yaml's models_dir when it names none
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,19 @@ class NodeConfig:
         return values
 
 
+class RecipeRef(str):
+    """cluster.yaml's `recipe:` id, remembering its file and line so that an unknown id is
+    reported where it was written (RecipeBook.get reads them)."""
+
+    file: str | None = None
+    line: int | None = None
+
+    def __new__(cls, value: str, file: str | None = None, line: int | None = None) -> RecipeRef:
+        ref = super().__new__(cls, value)
+        ref.file, ref.line = file, line
+        return ref
+
+
 @dataclass(frozen=True)
 class ClusterConfig:
     nodes: tuple[NodeConfig, ...]
@@ -48,6 +62,8 @@ class ClusterConfig:
     source: str = "<built-in>"  # the file it came from, or "<simulated>"
     simulated: bool = False
     extra: dict[str, object] = field(default_factory=dict)
+    # where the model weights live on every node (a recipe mounts {cluster.models_dir})
+    models_dir: str = DEFAULT_MODELS_DIR
 
     @property
     def head(self) -> NodeConfig:

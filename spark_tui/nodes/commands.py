@@ -38,6 +38,8 @@ SAMPLE: dict[str, str] = {
         "'{{.Name}} {{.RestartCount}} {{.HostConfig.RestartPolicy.Name}}' $ids"
     ),
     "route": "ip route show default",  # the default route's interface (Wi-Fi / management NIC)
+    # who runs the serving stack, whoever started it: Ray's daemons and the engine's command line
+    "procs": "ps -ww -eo pid=,args= | grep -E '[r]aylet|[g]cs_server|[v]llm|[s]glang'",
 }
 
 # The serving engine's Prometheus counters, read on the head over its own loopback in the same
@@ -60,7 +62,8 @@ NCCL_LIBRARIES = (
 
 # read less often (every few rounds, or on demand)
 SLOW: dict[str, str] = {
-    "ray": "docker exec ray-head ray status",
+    # {container}: the container Ray's head runs in (chosen from the last round, quoted)
+    "ray": "docker exec {container} ray status",
     "roce": "ibdev2netdev",
     "nvrm": "dmesg --ctime 2>/dev/null | grep NVRM | tail -n 50",
     "ports": "ss -ltnH",

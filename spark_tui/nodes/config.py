@@ -13,10 +13,10 @@ from typing import Any
 
 from spark_tui import paths
 from spark_tui.errors import InputError, InputErrors
-from spark_tui.nodes.cluster import ClusterConfig, NodeConfig
+from spark_tui.nodes.cluster import DEFAULT_MODELS_DIR, ClusterConfig, NodeConfig, RecipeRef
 from spark_tui.yamlfile import LDict, is_file, line_of, load_yaml
 
-CLUSTER_FIELDS = ("recipe", "nodes")
+CLUSTER_FIELDS = ("recipe", "models_dir", "nodes")
 NODE_FIELDS = ("name", "host", "user", "port", "fabric_if", "fabric_ip", "role")
 ROLES = ("head", "worker")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
@@ -27,6 +27,8 @@ _HOST = re.compile(r"[A-Za-z0-9_\[\]:.%-]+")
 _USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}\$?")
 _IFNAME = re.compile(r"[A-Za-z0-9_.:-]{1,15}")
 _RECIPE_ID = re.compile(r"[a-z0-9][a-z0-9.-]*[a-z0-9]|[a-z0-9]")
+# a directory on every node: absolute or under the user's home, no ':' (docker -v's separator)
+_MODELS_DIR = re.compile(r"(?:/|~/|\$HOME/)[^:\x00-\x1f]*")
 
 
 def find_cluster_config(cwd: Path | None = None) -> Path | None:
@@ -47,7 +49,8 @@ def load_cluster(path: Path | None = None) -> ClusterConfig:
         if path is None:
             raise InputError(
                 f"no cluster.yaml in the current directory or {paths.config_dir()} "
-                "(write one, give --config FILE, or let 'spark-tui discover' propose one)"
+                "(write one with 'spark-tui discover', or give --config FILE; the format is in "
+                "docs/cluster-yaml.md)"
             )
     return parse_cluster(load_yaml(Path(path)), str(path))
 
@@ -75,6 +78,14 @@ def parse_cluster(data: Any, file: str) -> ClusterConfig:
             "recipe",
         )
         recipe = None
+    models_dir = data.get("models_dir", DEFAULT_MODELS_DIR)
+    if not isinstance(models_dir, str) or not _MODELS_DIR.fullmatch(models_dir):
+        err(
+            f"'models_dir' is {models_dir!r}, not a directory (absolute, or under ~/)",
+            data,
+            "models_dir",
+        )
+        models_dir = DEFAULT_MODELS_DIR
     raw_nodes = data.get("nodes")
     if not isinstance(raw_nodes, list) or not raw_nodes:
         err("'nodes' must list at least one node (name, host, role)", data, "nodes")
@@ -113,7 +124,15 @@ def parse_cluster(data: Any, file: str) -> ClusterConfig:
             )
     if errors:
         raise InputErrors(errors)
-    return ClusterConfig(nodes=tuple(nodes), recipe=recipe.strip() if recipe else None, source=file)
+    ref = RecipeRef(recipe.strip(), file, line_of(data, "recipe")) if recipe else None
+    return ClusterConfig(
+        nodes=tuple(nodes), recipe=ref, source=file, models_dir=_trim_dir(models_dir)
+    )
+
+
+def _trim_dir(path: str) -> str:
+    """Without a trailing '/', except a bare root or home."""
+    return path if path in ("/", "~/", "$HOME/") else path.rstrip("/")
 
 
 def _node(raw: LDict, index: int, count: int, err) -> NodeConfig | None:

@@ -330,19 +330,31 @@ class Proposal:
     left_out: list[Probe] = field(default_factory=list)
     swept: int = 0  # subnet addresses that did not answer on the SSH port
     local: Probe | None = None
+    origin: str | None = None  # the launcher's cluster file it was read from (--from)
+    models_dir: str | None = None
+    notes: list[str] = field(default_factory=list)  # what cluster.yaml has no field for
 
     @property
     def topology(self) -> str:
-        return topology(p.fabric_ports_up for _, p in self.nodes)
+        return topology(p.fabric_ports_up for _, p in self.nodes if p.reachable)
 
     def cluster_yaml(self) -> str:
+        count = f"{len(self.nodes)} DGX Spark{'s' if len(self.nodes) != 1 else ''}"
         lines = [
-            "# written by `spark-tui discover` — "
-            f"{len(self.nodes)} DGX Spark{'s' if len(self.nodes) != 1 else ''}, "
-            f"{self.topology}",
-            "nodes:",
+            f"# written by `spark-tui discover` from {self.origin} — {count}"
+            if self.origin
+            else f"# written by `spark-tui discover` — {count}, {self.topology}"
         ]
-        for n, _probe in self.nodes:
+        lines += [f"# {note}" for note in self.notes]
+        if self.models_dir:
+            lines.append(f"models_dir: {_yaml_text(self.models_dir)}")
+        lines.append("nodes:")
+        for n, probe in self.nodes:
+            if not probe.reachable:
+                lines.append(
+                    f"  # {n.host} was not reached over SSH ({probe.reason or 'no answer'}): "
+                    "from the file; fabric_if/fabric_ip as the file gives them"
+                )
             lines.append(f"  - name: {n.name}")
             lines.append(f"    host: {n.host}")
             if n.user:
@@ -371,15 +383,53 @@ class Proposal:
                     "gpus": list(p.gpus),
                     "source": p.candidate.source,
                     "host_key": p.key,
+                    "reached": p.reachable,
                 }
                 for n, p in self.nodes
             ],
+            "from": self.origin,
+            "models_dir": self.models_dir,
+            "notes": list(self.notes),
             "head": next((n.name for n, _ in self.nodes if n.role == "head"), None),
             "topology": self.topology if self.nodes else None,
             "left_out": [p.to_json() for p in self.left_out],
             "subnet_addresses_silent": self.swept,
             "cluster_yaml": self.cluster_yaml() if self.nodes else None,
         }
+
+
+def _yaml_text(text: str) -> str:
+    """A value as a YAML scalar that reads back as the same text."""
+    import json
+
+    return (
+        text
+        if re.fullmatch(r"[A-Za-z0-9_./~$-][A-Za-z0-9_./~$ -]*", text) and ": " not in text
+        else json.dumps(text)
+    )
+
+
+# printed by `spark-tui discover` when no Spark answered: every field, commented out
+CLUSTER_YAML_TEMPLATE = """\
+# cluster.yaml: the nodes spark-tui watches and launches on (docs/cluster-yaml.md).
+# Save it as ./cluster.yaml or ~/.config/spark-tui/cluster.yaml, then remove the '# '
+# in front of each line and fill in your nodes.
+#
+# recipe: minimax-m2.7-nvfp4-vllm-tp2  # what `r` relaunches (spark-tui recipes list)
+# models_dir: ~/.cache/huggingface     # the model weights' directory on every node
+# nodes:
+#   - name: spark1                     # shown in the panes; letters, digits, . _ -
+#     host: 192.168.1.10               # an address, a ~/.ssh/config Host alias, or local
+#     user: me                         # the SSH user (default: ~/.ssh/config's, or yours)
+#     fabric_if: enp1s0f1np1           # the ConnectX-7 port that is Up (ibdev2netdev)
+#     fabric_ip: 10.10.10.1            # its address: NCCL, Gloo and Ray bind it
+#     role: head                       # exactly one head; the others are workers
+#   - name: spark2
+#     host: 192.168.1.11
+#     fabric_if: enp1s0f1np1
+#     fabric_ip: 10.10.10.2
+#     role: worker
+"""
 
 
 def _unique_name(base: str, taken: set[str]) -> str:

@@ -22,7 +22,7 @@ from spark_tui.clock import Clock
 from spark_tui.kb.loader import parse_wall
 from spark_tui.kb.schema import Wall
 from spark_tui.nodes import commands
-from spark_tui.nodes.cluster import ClusterConfig, NodeConfig
+from spark_tui.nodes.cluster import DEFAULT_MODELS_DIR, ClusterConfig, NodeConfig
 from spark_tui.nodes.rules import CLUSTER, RECIPE, RuleEngine, cluster_facts
 from spark_tui.nodes.sampler import fabric_address, sample
 from spark_tui.nodes.state import NodeState
@@ -50,7 +50,7 @@ fixes:
   - {id: drop-page-caches, title: Drop the page cache on every node, risk: safe, root: true,
      actions: [{type: run, on: all, command: sync},
                {type: run, on: all, root: true, command: 'sysctl -w vm.drop_caches=3'}]}
-references: [seeds/000]
+references: ["Getting MiniMax M2.7 Running on 2× DGX Spark: Every Wall We Hit — https://al-engr.com/minimax-sglang-debug.html"]
 """,
     "node-memory-asymmetry": """
 id: node-memory-asymmetry
@@ -64,7 +64,7 @@ fixes:
   - {id: drop-page-caches, title: Drop the page cache on every node, risk: safe, root: true,
      actions: [{type: run, on: all, command: sync},
                {type: run, on: all, root: true, command: 'sysctl -w vm.drop_caches=3'}]}
-references: [seeds/000]
+references: ["Getting MiniMax M2.7 Running on 2× DGX Spark: Every Wall We Hit — https://al-engr.com/minimax-sglang-debug.html"]
 """,
     "drm-override-halves-memory": """
 id: drm-override-halves-memory
@@ -77,14 +77,14 @@ signatures: [{when: ['files.drm_override == true']}]
 fixes:
   - {id: move-override-aside-and-reboot, title: Move the file aside and reboot, risk: destructive,
      root: true, actions: [{type: move-aside, path: /etc/modprobe.d/zz-nvidia-drm-override.conf}]}
-references: [seeds/004]
+references: ["DeepSeek V4 Flash on SGLang across two DGX Sparks, and the pivot to MiniMax M2.7 (al-engr.com) — https://al-engr.com/sglang-deepseek-spark-pivot.html"]
 """,
 }
 
 
 @dataclass(frozen=True)
 class Check:
-    """One line of the preflight: DESIGN.md's {"id", "node", "status", "detail"}."""
+    """One line of the preflight: {"id", "node", "status", "detail"} (docs/json.md)."""
 
     id: str
     node: str | None  # None for a check over the whole cluster
@@ -130,7 +130,7 @@ class DoctorReport:
         return {"name": name, "reachable": s.reachable, "memory": memory, "gpus": gpus}
 
     def to_json(self) -> dict[str, object]:
-        """DESIGN.md's `doctor --json` object."""
+        """`doctor --json` object (docs/json.md)."""
         return {
             "nodes": [self.node_json(n.name) for n in self.cluster.nodes],
             "checks": [c.to_json() for c in self.checks],
@@ -517,13 +517,17 @@ def _model_files(
     return Check("model-files", None, PASS, f"{path}: {size / (1 << 30):.1f} GiB on every node")
 
 
-def recipe_model_paths(model_path: str, volumes: Iterable[str]) -> list[str]:
+def recipe_model_paths(
+    model_path: str, volumes: Iterable[str], models_dir: str = DEFAULT_MODELS_DIR
+) -> list[str]:
     """Where a recipe's model lives on the nodes (host side), from the path the serve
-    command loads inside the container and the recipe's `HOST:CONTAINER` volumes.
+    command loads inside the container and the recipe's `HOST:CONTAINER` volumes
+    (`{cluster.models_dir}` is cluster.yaml's models_dir).
 
     A Hugging Face id is looked up in the container's HF cache
     (/root/.cache/huggingface/hub/models--ORG--NAME). `$HOME/` becomes `~/`.
     """
+    volumes = [v.replace("{cluster.models_dir}", models_dir) for v in volumes]
     inside = model_path
     if not model_path.startswith("/"):
         if model_path.count("/") != 1:

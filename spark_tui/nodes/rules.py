@@ -7,7 +7,9 @@ may name those too); `cluster` rules over the facts computed from all nodes
 from its `facts()`). A rule must hold for its `for:` seconds (HoldTracker);
 any rule of a wall that fires raises the wall. The cause is chosen with
 Wall.choose_cause and the diagnosis recorded in a DiagnosisBook under the
-source "<node>:readings", "cluster:readings" or "recipe:checks".
+source "<node>:readings", "cluster:readings" or "recipe:checks". A raised wall
+whose rules have all stopped holding for RESOLVE_AFTER_S (or its longest `for:`)
+is resolved, with the readings that cleared it (`resolved` after each evaluation).
 
 There is no code per wall here: a new wall is a YAML file.
 """
@@ -25,6 +27,7 @@ from spark_tui.nodes.state import NodeState
 
 CLUSTER = "cluster"
 RECIPE = "recipe"
+RESOLVE_AFTER_S = 10.0  # clock seconds a raised wall must stay clear before it is resolved
 
 
 def source_of(subject: str) -> str:
@@ -93,7 +96,19 @@ class RuleEngine:
         self.book = book if book is not None else DiagnosisBook()
         self.holds = HoldTracker()
         self._active: set[tuple[str, str]] = set()  # (wall id, subject) raised now
+        self._clear_since: dict[tuple[str, str], float] = {}
         self._subjects: set[str] = set()
+        self.resolved: list[Diagnosis] = []  # resolved by the last evaluation
+
+    def forget_active(self, wall_id: str, subject: str) -> None:
+        """Its diagnosis was resolved from outside (a verified fix): if the rule holds again
+        for its window (not on a round read before the fix), it is raised again."""
+        self._active.discard((wall_id, subject))
+        self._clear_since.pop((wall_id, subject), None)
+        for wall in self.walls:
+            if wall.id == wall_id:
+                for i in range(len(wall.rules)):
+                    self.holds.reset((wall.id, str(i), subject))
 
     def active(self) -> set[tuple[str, str]]:
         """(wall id, subject) of the walls whose rules hold now."""
@@ -142,6 +157,7 @@ class RuleEngine:
             self._forget(subject)
         self._subjects = set(subjects) | {CLUSTER, RECIPE}
         firings: list[RuleFiring] = []
+        self.resolved = []
         for wall in self.walls:
             fired: dict[str, tuple[ReadingRule, dict[str, object], float]] = {}
             seen_subjects: set[str] = set()
@@ -156,8 +172,9 @@ class RuleEngine:
             for subject in seen_subjects:
                 key2 = (wall.id, subject)
                 if subject not in fired:
-                    self._active.discard(key2)
+                    self._clear(wall, subject, now, scoped)
                     continue
+                self._clear_since.pop(key2, None)
                 rule, facts, held = fired[subject]
                 if key2 in self._active:
                     diag = self.book.get(wall.id, source_of(subject))
@@ -182,8 +199,35 @@ class RuleEngine:
                 firings.append(RuleFiring(diag, new, subject))
         return firings
 
+    def _clear(
+        self, wall: Wall, subject: str, now: float, scoped: dict[str, dict[str, dict]]
+    ) -> None:
+        """The wall does not hold on the subject now: resolve it once it stayed clear."""
+        key = (wall.id, subject)
+        if key not in self._active:
+            return
+        since = self._clear_since.setdefault(key, now)
+        window = max([RESOLVE_AFTER_S, *(r.for_s for r in wall.rules)])
+        if now - since < window:
+            return
+        self._active.discard(key)
+        self._clear_since.pop(key, None)
+        diag = self.book.get(wall.id, source_of(subject))
+        if diag is None:
+            return
+        rule = next((r for r in wall.rules if subject in scoped[r.scope]), wall.rules[0])
+        facts = scoped[rule.scope].get(subject, {})
+        cleared = [c for c in rule.when if not c.holds(facts)] or list(rule.when)
+        shown = "; ".join(
+            f"{c} (is {_show(facts[c.path])})" if c.path in facts else f"{c} (unknown now)"
+            for c in cleared
+        )
+        if diag.resolve(now, f"no longer holds: {shown}"):
+            self.resolved.append(diag)
+
     def _forget(self, subject: str) -> None:
         for wall in self.walls:
             self._active.discard((wall.id, subject))
+            self._clear_since.pop((wall.id, subject), None)
             for i in range(len(wall.rules)):
                 self.holds.reset((wall.id, str(i), subject))

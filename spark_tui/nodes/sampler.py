@@ -14,6 +14,7 @@ import dataclasses
 import ipaddress
 from collections.abc import Callable
 
+from spark_tui import shell
 from spark_tui.clock import Clock
 from spark_tui.nodes import commands
 from spark_tui.nodes.cluster import NodeConfig
@@ -31,6 +32,7 @@ from spark_tui.nodes.parsers.links import (
 )
 from spark_tui.nodes.parsers.meminfo import parse_meminfo
 from spark_tui.nodes.parsers.metrics import parse_metrics
+from spark_tui.nodes.parsers.processes import parse_processes
 from spark_tui.nodes.parsers.ray import parse_ray_status
 from spark_tui.nodes.state import Interface, NodeState
 from spark_tui.nodes.transport import NodeUnreachable, Transport
@@ -50,6 +52,7 @@ _TOOLS = {
     "restarts": "docker",
     "route": "ip",
     "metrics": "curl",
+    "procs": "ps",
 }
 SLOW_READINGS = ("ray", "roce", "nvrm", "ports", "speeds")
 
@@ -72,6 +75,11 @@ def sample(
     sections = dict(commands.SAMPLE)
     if include_slow:
         sections.update(commands.SLOW)
+    ray_in = ray_container(previous)
+    if ray_in is None:
+        sections.pop("ray", None)  # no Ray head seen here: nothing to ask
+    elif include_slow or (previous is not None and previous.ray is None):
+        sections["ray"] = shell.fill(commands.SLOW["ray"], {"container": ray_in})
     sections.update(extra_sections or {})
     now = clock.now()
     try:
@@ -87,7 +95,7 @@ def sample(
     state.metrics = _token_history(state, previous)
     if not include_slow and previous is not None and previous.reachable:
         carried = {
-            "ray": previous.ray,
+            "ray": state.ray if "ray" in sections else previous.ray,
             "nvrm_lines": previous.nvrm_lines,
             "listening_ports": previous.listening_ports,
             "roce_up": previous.roce_up,
@@ -107,7 +115,26 @@ def sample(
         for key in SLOW_READINGS:
             if key in previous.unavailable:
                 state.unavailable.setdefault(key, previous.unavailable[key])
+    if not state.ray_head:
+        state.ray = None  # Ray's head is not (or no longer) here
     return state
+
+
+def ray_container(previous: NodeState | None) -> str | None:
+    """The container to ask `ray status` in: where the last round saw Ray's head run (a
+    running container named for the head, else one of the serving stack); None when the
+    node runs no Ray head (or has not been read yet)."""
+    if previous is None or not previous.reachable or not previous.ray_head:
+        return None
+    running = [c for c in previous.containers if c.state == "running"]
+    for pick in (
+        lambda c: "head" in c.name.lower(),
+        lambda c: any(w in f"{c.name} {c.image}".lower() for w in ("ray", "vllm", "sglang")),
+    ):
+        found = [c for c in running if pick(c)]
+        if found:
+            return found[0].name
+    return None
 
 
 def read_sections(
@@ -177,6 +204,13 @@ def read_sections(
         boot = parsed("boot", parse_boot(text))
         if boot:
             state.boot_id, state.uptime_s = boot  # type: ignore[misc]
+    if (text := section("procs")) is not None:
+        procs = parse_processes(text)
+        state.ray_head, state.ray_member, state.engine = (
+            procs.ray_head,
+            procs.ray_member,
+            procs.engine,
+        )
     if (text := section("ray")) is not None:
         ray = parse_ray_status(text)
         # "not running" is a reading (no Ray here), not a failure to read

@@ -239,7 +239,11 @@ def fetch_host_key(
 
 
 def append_known_host(target: SSHTarget, key: paramiko.PKey) -> Path:
-    """Append the key to the first known_hosts file (created 0600 when absent)."""
+    """Append the key to the first known_hosts file (created 0600 when absent); refused
+    under --read-only."""
+    from spark_tui import policy
+
+    policy.refuse_if_read_only(f"trust the host key of {target.alias} (write known_hosts)")
     path = Path(target.known_hosts[0] if target.known_hosts else default_known_hosts_path())
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     line = f"{target.known_hosts_name} {key.get_name()} {key.get_base64()}\n"
@@ -711,12 +715,3 @@ def run_as_root(transport: Transport, command: str, timeout: float = 60.0) -> Co
     if not result.ok and shell.needs_sudo_password(result.stderr + "\n" + result.stdout):
         raise SudoPasswordRequired(transport.name, command)
     return result
-
-
-def make_transport(node: NodeConfig, **ssh_options: object) -> Transport:
-    """The transport for a node: LocalTransport for `host: local`, else SSHTransport."""
-    if node.is_local:
-        from spark_tui.nodes.local import LocalTransport
-
-        return LocalTransport(name=node.name)
-    return SSHTransport(node, **ssh_options)  # type: ignore[arg-type]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from spark_tui.facts import GIB
+from spark_tui.nodes.parsers.processes import EngineProcess
 
 
 @dataclass(frozen=True)
@@ -130,6 +131,9 @@ class NodeState:
     metrics: EngineMetrics | None = None  # the head's /metrics, when the engine answers
     roce_up: tuple[str, ...] | None = None  # RoCE devices ibdev2netdev shows (Up); None: not read
     default_route_if: str | None = None
+    ray_head: bool = False  # Ray's gcs_server runs here (ps)
+    ray_member: bool = False  # a raylet runs here: the node is in a Ray cluster
+    engine: EngineProcess | None = None  # the serving engine's API process, from its command line
     unavailable: dict[str, str] = field(
         default_factory=dict
     )  # reading -> why ("nvidia-smi: not installed")
@@ -192,12 +196,21 @@ class NodeState:
             f["containers.running"] = len(running)
             serving = [c for c in self.containers if _is_serving(c)]
             f["containers.serving"] = any(c.state == "running" for c in serving)
-            counts = [c.restart_count for c in serving if c.restart_count is not None]
+            # a stopped container's count is history: only one that is up can be looping
+            up = [c for c in serving if c.state in ("running", "restarting")]
+            counts = [c.restart_count for c in up if c.restart_count is not None]
             if counts:
                 f["containers.restart_count"] = max(counts)
-            policies = [c.restart_policy for c in serving if c.restart_policy]
+            policies = [c.restart_policy for c in up if c.restart_policy]
             if policies:
                 f["containers.restart_policy"] = policies[0]
+        if "procs" not in self.unavailable:
+            f["ray.member"] = self.ray_member
+            f["engine.running"] = self.engine is not None
+        if self.engine is not None:
+            f["engine.port"] = self.engine.port
+            if self.engine.model:
+                f["engine.model"] = self.engine.model
         if self.ray is not None:
             f["ray.running"] = True
             f["ray.gpus_total"] = self.ray.gpus_total

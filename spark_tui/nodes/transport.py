@@ -108,5 +108,9 @@ class Transport(abc.ABC):
     def state(self) -> Reachability:
         """Reachability now (never blocks)."""
 
+    def connect(self) -> None:  # noqa: B027 - a transport with nothing to open checks nothing
+        """Open the connection now (host key checked); raises NodeUnreachable. Before the
+        first command of a change, every node it touches is connected this way."""
+
     def close(self) -> None:  # noqa: B027 - optional for transports that hold nothing
         """Release the connection."""

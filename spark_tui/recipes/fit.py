@@ -28,9 +28,11 @@ Per node of the cluster, from the recipe (+ profile, + --set) and the node's rea
   reports. What other processes hold now (OS, co-tenant services, a leak) is the rest of
   MemTotal, shown beside it.
 
-Device memory on GB10: nvidia-smi reports none ([N/A], GB10-FACTS.md); CUDA reports
-119.67 GiB (seed 001's vLLM line "11.19/119.67 GiB") of MemTotal 127,607,176 kB (121.70 GiB,
-GB10-FACTS.md), so device memory = MemTotal − 2.03 GiB on a unified node.
+Device memory on GB10: nvidia-smi reports none ([N/A]: Syllo/nvtop#426,
+https://github.com/Syllo/nvtop/issues/426); CUDA reports 119.67 GiB (the vLLM line
+"11.19/119.67 GiB" of "MiniMax M2.7 MXFP4 on two DGX Sparks", https://al-engr.com/minimax-m2.7-dual-spark.html)
+of MemTotal 127,607,176 kB (121.70 GiB, a Spark's /proc/meminfo), so device memory =
+MemTotal − 2.03 GiB on a unified node.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from spark_tui.nodes.transport import Transport
 from spark_tui.recipes.model import Recipe
 
 GIB = 1 << 30
-# MemTotal 127,607,176 kB (GB10-FACTS.md) − 119.67 GiB CUDA total (seed 001's vLLM log line)
+# MemTotal 127,607,176 kB (a Spark's /proc/meminfo) − 119.67 GiB CUDA total (a vLLM log line)
 UNIFIED_DEVICE_GAP_BYTES = int(127_607_176 * 1024 - 119.67 * GIB)
 VLLM_DEFAULT_UTILIZATION = 0.9  # vLLM CacheConfig.gpu_memory_utilization
 SGLANG_DEFAULT_FRACTION = 0.88  # spark_tui.sim's default for SGLang (it depends on the GPU)

@@ -1,9 +1,12 @@
 """Load and validate launch recipes (recipes/*.yaml; recipes/SCHEMA.md is the reference).
 
-Every error names file and line (spark_tui.yamlfile); one bad file loads
-nothing. User recipes in ~/.config/spark-tui/recipes/ add recipes or replace
-built-in ones with the same id. The newest revision of a patched recipe
-(spark_tui.recipes.revisions) replaces the file's version when asked for.
+Every error names file and line (spark_tui.yamlfile). A file that does not load is
+reported and left out; every other recipe, built-in or user, still loads. User recipes
+in ~/.config/spark-tui/recipes/ add recipes or replace built-in ones with the same id;
+a file in eugr/spark-vllm-docker's or sparkrun's format loads too
+(spark_tui.recipes.community). The newest revision of a patched recipe
+(spark_tui.recipes.revisions) replaces the file's version when asked for. Overrides
+(`--set`) and a fix's patches go through the same validation (validate_recipe).
 """
 
 from __future__ import annotations
@@ -12,13 +15,14 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spark_tui import paths
 from spark_tui.errors import InputError, InputErrors
 from spark_tui.recipes.model import (
     ENGINES,
     EXECUTORS,
+    LEGACY_STATUSES,
     STATUSES,
     Measured,
     ModelSpec,
@@ -27,15 +31,22 @@ from spark_tui.recipes.model import (
     Recipe,
     ServeSpec,
     SmokeSpec,
+    Source,
     Workaround,
 )
-from spark_tui.yamlfile import is_dir, line_of, load_id_dir, parse_yaml
+from spark_tui.yamlfile import is_dir, line_of, load_id_files, load_yaml, parse_yaml
 
-_ID = re.compile(r"^[a-z0-9][a-z0-9.\-]*[a-z0-9]$")
-_WALL_ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_FLAG = re.compile(r"^-{1,2}[A-Za-z0-9][A-Za-z0-9_.\-]*$")
-_CONTAINER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+if TYPE_CHECKING:
+    from spark_tui.recipes.revisions import RevisionStore
+
+# Whole-string patterns, always used with fullmatch (`$` would accept a trailing newline)
+ID = re.compile(r"[a-z0-9](?:[a-z0-9._\-]*[a-z0-9])?")
+_WALL_ID = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+FLAG = re.compile(r"-{1,2}[A-Za-z0-9][A-Za-z0-9_.\-]*")
+CONTAINER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
+# a docker image reference: registry/name:tag@digest — never an option (`--rm`), never a blank
+IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._\-/:@+]*")
 
 TOP_FIELDS = {
     "id",
@@ -45,7 +56,8 @@ TOP_FIELDS = {
     "instead",
     "instead_note",
     "workarounds",
-    "seeds",
+    "sources",
+    "seeds",  # older name of sources (a list of text)
     "model",
     "engine",
     "executor",
@@ -144,7 +156,7 @@ class _Collector:
             return {}
         out: dict[str, Any] = {}
         for flag, value in raw.items():
-            if not _FLAG.match(flag):
+            if not isinstance(flag, str) or not FLAG.fullmatch(flag):
                 self.err(f"{where}.{key}: {flag!r} is not a command-line flag", raw, flag)
                 continue
             if value is False or value is None:
@@ -155,8 +167,12 @@ class _Collector:
                     flag,
                 )
                 continue
-            if isinstance(value, list):
-                self.err(f"{where}.{key}.{flag}: a list is not a flag value", raw, flag)
+            if isinstance(value, list) and (
+                not value or any(isinstance(v, (list, dict, bool)) or v is None for v in value)
+            ):
+                self.err(
+                    f"{where}.{key}.{flag}: a list value holds words (one per value)", raw, flag
+                )
                 continue
             out[flag] = _plain(value)
         return out
@@ -170,7 +186,7 @@ class _Collector:
             return {}
         out: dict[str, str] = {}
         for name, value in raw.items():
-            if not _ENV_NAME.match(name):
+            if not isinstance(name, str) or not ENV_NAME.fullmatch(name):
                 self.err(f"{where}.{key}: {name!r} is not an environment variable name", raw, name)
                 continue
             if isinstance(value, bool) or value is None or isinstance(value, (list, dict)):
@@ -185,12 +201,32 @@ class _Collector:
         raw = data.get(key)
         if raw is None:
             return None
-        m = self.mapping(raw, f"{where}.{key}", {"tok_s", "startup_s", "notes"})
+        m = self.mapping(raw, f"{where}.{key}", {"tok_s", "startup_s", "notes", "source"})
         return Measured(
             tok_s=self.number(m, "tok_s", f"{where}.{key}"),
             startup_s=self.number(m, "startup_s", f"{where}.{key}"),
             notes=self.text_list(m, "notes", f"{where}.{key}"),
+            source=self.text(m, "source", f"{where}.{key}"),
         )
+
+    def sources(self, data: dict) -> tuple[Source, ...]:
+        """`sources:` — {title, url} mappings (or plain text); `seeds:` is the older name."""
+        out: list[Source] = []
+        for key in ("sources", "seeds"):
+            raw = data.get(key)
+            if raw is None:
+                continue
+            if not isinstance(raw, list):
+                self.err(f"{key} must be a list of {{title, url}}", data, key)
+                continue
+            for i, item in enumerate(raw):
+                if isinstance(item, str):
+                    out.append(Source(item))
+                    continue
+                m = self.mapping(item, f"{key}[{i}]", {"title", "url"}, {"title"})
+                if m:
+                    out.append(Source(self.text(m, "title", key), self.text(m, "url", key)))
+        return tuple(out)
 
 
 def _plain(value: Any) -> Any:
@@ -202,6 +238,16 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def parse_any(data: Any, file: str) -> Recipe:
+    """One recipe file in spark-tui's format, or in eugr/spark-vllm-docker's or sparkrun's
+    (spark_tui.recipes.community): the id of a community recipe is its file name."""
+    from spark_tui.recipes import community
+
+    if community.is_community(data):
+        return community.parse_community(data, file)
+    return parse_recipe(data, file)
+
+
 def parse_recipe(data: Any, file: str) -> Recipe:
     """Validate one recipe document; raises InputErrors with every problem found."""
     c = _Collector(file)
@@ -209,19 +255,23 @@ def parse_recipe(data: Any, file: str) -> Recipe:
     if not top:
         raise InputErrors(c.errors or [InputError("empty recipe", file, 1)])
     rid = c.text(top, "id", "recipe")
-    if rid and not _ID.match(rid):
-        c.err(f"id {rid!r} must be lower-case letters, digits, '.' and '-'", top, "id")
+    if rid and not ID.fullmatch(rid):
+        c.err(f"id {rid!r} must be lower-case letters, digits, '.', '_' and '-'", top, "id")
     status = c.text(top, "status", "recipe", "works")
+    status = LEGACY_STATUSES.get(status, status)
     if status not in STATUSES:
         c.err(f"status must be one of {', '.join(STATUSES)}", top, "status")
     blocked = c.text_list(top, "blocked_by", "recipe")
     for i, wall in enumerate(blocked):
-        if not _WALL_ID.match(wall):
+        if not _WALL_ID.fullmatch(wall):
             c.err(f"blocked_by[{i}]: {wall!r} is not a wall id", top.get("blocked_by"), i)
-    if status == "known-broken" and not blocked:
-        c.err("a known-broken recipe names the walls that stop it in blocked_by", top, "status")
-    if status == "works" and blocked:
-        c.err("a working recipe has no blocked_by (set status: known-broken)", top, "blocked_by")
+    if status == "broken" and not blocked:
+        c.err("a broken recipe names the walls that stop it in blocked_by", top, "status")
+    if status == "broken" and not (top.get("instead") or top.get("instead_note")):
+        c.err("a broken recipe names the recipe to use instead (or why none)", top, "status")
+    if status != "broken" and blocked:
+        c.err("only a broken recipe has blocked_by (set status: broken)", top, "blocked_by")
+    sources = c.sources(top)
     engine = c.text(top, "engine", "recipe")
     if engine and engine not in ENGINES:
         c.err(f"engine must be one of {', '.join(ENGINES)}", top, "engine")
@@ -277,7 +327,7 @@ def parse_recipe(data: Any, file: str) -> Recipe:
     head_c = c.text(names, "head", "containers", "ray-head")
     worker_c = c.text(names, "worker", "containers", "ray-worker")
     for key, value in (("head", head_c), ("worker", worker_c)):
-        if not _CONTAINER.match(value):
+        if not CONTAINER.fullmatch(value):
             c.err(f"containers.{key}: {value!r} is not a container name", names, key)
 
     docker = c.mapping(top.get("docker"), "docker", {"args", "env"})
@@ -397,38 +447,50 @@ def parse_recipe(data: Any, file: str) -> Recipe:
         c.err("drop_caches must be true or false", top, "drop_caches")
         drop = True
     image = top.get("image")
-    if image is not None and (not isinstance(image, str) or not image.strip()):
-        c.err("image must be a container image name", top, "image")
+    if image is not None and (not isinstance(image, str) or not IMAGE.fullmatch(image)):
+        c.err(f"image {image!r} is not a container image name", top, "image")
         image = None
+    # every field read before the check, so each of its errors is raised
+    title = c.text(top, "title", "recipe")
+    image_note = c.text(top, "image_note", "recipe")
+    volumes = c.text_list(top, "volumes", "recipe")
+    docker_args = c.args(docker, "args", "docker")
+    docker_env = c.env(docker, "env", "docker")
+    measured = c.measured(top, "measured", "recipe") or Measured()
+    instead = c.text(top, "instead", "recipe") or None
+    if instead and not ID.fullmatch(instead):
+        c.err(f"instead: {instead!r} is not a recipe id", top, "instead")
+    instead_note = c.text(top, "instead_note", "recipe")
+    notes = c.text_list(top, "notes", "recipe")
     if c.errors:
         raise InputErrors(c.errors)
     return Recipe(
         id=rid,
-        title=c.text(top, "title", "recipe"),
+        title=title,
         engine=engine,
         executor=executor,
         model=model,
         nodes=nodes,
         serve=serve,
         image=image,
-        image_note=c.text(top, "image_note", "recipe"),
+        image_note=image_note,
         head_container=head_c,
         worker_container=worker_c,
-        volumes=c.text_list(top, "volumes", "recipe"),
-        docker_args=c.args(docker, "args", "docker"),
-        docker_env=c.env(docker, "env", "docker"),
+        volumes=volumes,
+        docker_args=docker_args,
+        docker_env=docker_env,
         ray=ray,
         smoke=smoke,
         drop_caches=drop,
-        measured=c.measured(top, "measured", "recipe") or Measured(),
+        measured=measured,
         profiles=profiles,
         status=status,
         blocked_by=blocked,
-        instead=c.text(top, "instead", "recipe") or None,
-        instead_note=c.text(top, "instead_note", "recipe"),
+        instead=instead,
+        instead_note=instead_note,
         workarounds=tuple(workarounds),
-        notes=c.text_list(top, "notes", "recipe"),
-        seeds=c.text_list(top, "seeds", "recipe"),
+        notes=notes,
+        sources=sources,
         source=file,
     )
 
@@ -439,15 +501,60 @@ def parse_recipe_text(text: str, file: str) -> Recipe:
 
 
 def load_dir(directory: Path) -> dict[str, Recipe]:
-    """Every *.yaml in one directory; all errors at once, or nothing."""
-    return load_id_dir(directory, parse_recipe, "recipe")
+    """Every recipe file in one directory; all errors at once, or nothing (kb-style lint)."""
+    recipes, errors = load_dir_partial(directory)
+    if errors:
+        raise InputErrors(errors)
+    return recipes
+
+
+def load_dir_partial(directory: Path) -> tuple[dict[str, Recipe], list[InputError]]:
+    """Every recipe file in one directory that loads, and the errors of those that do not."""
+    return load_id_files(directory, parse_any, "recipe")
+
+
+def load_file(path: Path) -> Recipe:
+    """One recipe file (either format), named after its file."""
+    recipe = parse_any(load_yaml(path), str(path))
+    if recipe.id != path.stem:
+        raise InputError(
+            f"the recipe {recipe.id!r} must be in {recipe.id}{path.suffix}", str(path), 1
+        )
+    return recipe
+
+
+def validate_recipe(recipe: Recipe, what: str) -> Recipe:
+    """A changed recipe (`--set`, a fix's patch) through the validation of a file: its first
+    problem becomes one InputError naming `what` (exit 2)."""
+    from dataclasses import replace
+
+    from spark_tui.recipes.revisions import recipe_to_data
+
+    try:
+        # profiles were checked when the file loaded; an override may drop a flag one unsets
+        checked = parse_recipe(recipe_to_data(replace(recipe, profiles={})), what)
+    except InputErrors as exc:
+        raise InputError(f"{what}: {exc.errors[0].reason}") from None
+    # what the data round trip does not carry stays as it was
+    return replace(
+        checked,
+        profiles=recipe.profiles,
+        source=recipe.source,
+        origin=recipe.origin,
+        unmapped=recipe.unmapped,
+        revision=recipe.revision,
+        profile=recipe.profile,
+    )
 
 
 @dataclass(frozen=True)
 class RecipeBook:
-    """Every recipe by id, sorted; `get` raises InputError (exit 2) for an unknown id."""
+    """Every recipe by id, sorted, and the files that did not load (`errors`, file:line).
+    `get` raises InputError (exit 2) for an unknown id, naming the file when the id's file
+    did not load, and cluster.yaml's line when the id came from there."""
 
     recipes: dict[str, Recipe]
+    errors: tuple[InputError, ...] = ()
 
     def __iter__(self) -> Iterator[Recipe]:
         return iter(self.recipes.values())
@@ -462,9 +569,18 @@ class RecipeBook:
         try:
             return self.recipes[recipe_id]
         except KeyError:
+            pass
+        bad = [e for e in self.errors if e.file and Path(e.file).stem == recipe_id]
+        if bad:
             raise InputError(
-                f"unknown recipe id {recipe_id!r} (see 'spark-tui recipes list')"
-            ) from None
+                f"recipe {recipe_id!r} did not load: {bad[0].reason}", bad[0].file, bad[0].line
+            )
+        # a RecipeRef (cluster.yaml's `recipe:`) knows its file and line
+        raise InputError(
+            f"unknown recipe id {recipe_id!r} (see 'spark-tui recipes list')",
+            getattr(recipe_id, "file", None),
+            getattr(recipe_id, "line", None),
+        )
 
 
 def load_recipes(
@@ -472,25 +588,30 @@ def load_recipes(
     user: Path | None = None,
     use_user: bool = True,
     use_revisions: bool = True,
+    revisions: RevisionStore | None = None,
 ) -> RecipeBook:
-    """Built-in recipes, then the user's (add or replace by id), then the newest
-    revision of each patched recipe (state_dir()/recipes/)."""
-    recipes = load_dir(builtin or paths.builtin_recipes_dir())
+    """Built-in recipes, then the user's (add or replace by id), then the revision in use
+    of each patched recipe (`revisions`: a session's store; else the real state's). A file
+    that does not load is in `errors` and left out; the others load."""
+    recipes, errors = load_dir_partial(builtin or paths.builtin_recipes_dir())
     user_dir = user or paths.user_recipes_dir()
     if use_user and is_dir(user_dir):
-        recipes.update(load_dir(user_dir))
-    errors = []
-    for r in recipes.values():
+        mine, user_errors = load_dir_partial(user_dir)
+        recipes.update(mine)
+        errors += user_errors
+    for r in list(recipes.values()):
         if r.instead and r.instead not in recipes:
             errors.append(InputError(f"instead: no recipe {r.instead!r}", r.source, None))
-    if errors:
-        raise InputErrors(errors)
     if use_revisions:
         from spark_tui.recipes.revisions import RevisionStore
 
-        store = RevisionStore()
+        store = revisions or RevisionStore(paths.state_dir() / "recipes")
         for rid in list(recipes):
-            current = store.current(rid)
+            try:
+                current = store.current(rid)
+            except InputError as exc:  # a damaged revision: the file's version stays
+                errors.append(exc)
+                continue
             if current is not None:
                 recipes[rid] = current
-    return RecipeBook(dict(sorted(recipes.items())))
+    return RecipeBook(dict(sorted(recipes.items())), tuple(errors))

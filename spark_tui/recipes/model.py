@@ -15,14 +15,21 @@ from typing import Any
 
 ENGINES: tuple[str, ...] = ("vllm", "sglang")
 EXECUTORS: tuple[str, ...] = ("ray", "mp")
-STATUSES: tuple[str, ...] = ("works", "known-broken")
+# works: a public source reports it serving; broken: a wall stops it (blocked_by, instead);
+# untested: written or imported, never reported working (recipes/SCHEMA.md)
+STATUSES: tuple[str, ...] = ("works", "broken", "untested")
+LEGACY_STATUSES: dict[str, str] = {"known-broken": "broken"}  # older spelling, still read
 
-# An argument value: a string/number, True for a bare flag, or a mapping rendered as JSON.
+# An argument value: a string/number, True for a bare flag, a mapping rendered as JSON,
+# or a list of words (a flag taking several values: SGLang's --cuda-graph-bs 1 2 4).
 ArgValue = Any
 
 
 def render_value(value: ArgValue) -> str:
-    """One argument value as the text the command line gets (dicts as compact JSON)."""
+    """One argument value as the text the command line gets (dicts as compact JSON; a list,
+    a flag taking several words, as those words joined by spaces)."""
+    if isinstance(value, list):
+        return " ".join(render_value(v) for v in value)
     if isinstance(value, dict):
         return json.dumps(value, separators=(",", ":"))
     if isinstance(value, bool):
@@ -33,12 +40,38 @@ def render_value(value: ArgValue) -> str:
 
 
 @dataclass(frozen=True)
+class Source:
+    """A public write-up or file a recipe was written from: title and address."""
+
+    title: str
+    url: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.title} — {self.url}" if self.url else self.title
+
+
+@dataclass(frozen=True)
+class Unmapped:
+    """A field of a community recipe (eugr/spark-vllm-docker, sparkrun) with no spark-tui
+    equivalent: reported, never fatal."""
+
+    line: int | None
+    field: str
+    reason: str
+
+    def __str__(self) -> str:
+        where = f"line {self.line}: " if self.line else ""
+        return f"{where}{self.field}: {self.reason}"
+
+
+@dataclass(frozen=True)
 class Measured:
     """The seed's figures: tokens per second, startup time, free-text notes."""
 
     tok_s: float | None = None
     startup_s: float | None = None
     notes: tuple[str, ...] = ()
+    source: str = ""  # where the figure was published (title and address)
 
 
 @dataclass(frozen=True)
@@ -119,7 +152,7 @@ class Profile:
 
 @dataclass(frozen=True)
 class Workaround:
-    """A step a seed took to get further on a known-broken recipe."""
+    """A step someone took to get further on a broken recipe."""
 
     title: str
     detail: str = ""
@@ -154,8 +187,10 @@ class Recipe:
     instead_note: str = ""
     workarounds: tuple[Workaround, ...] = ()
     notes: tuple[str, ...] = ()
-    seeds: tuple[str, ...] = ()
+    sources: tuple[Source, ...] = ()  # the public write-ups it was written from
     source: str = ""  # file it was loaded from
+    origin: str = "spark-tui"  # the file's format: spark-tui | eugr | sparkrun
+    unmapped: tuple[Unmapped, ...] = ()  # a community recipe's fields with no equivalent
     revision: int = 0  # 0 = as shipped / as written by the user
     profile: str | None = None  # the profile applied, if any
 
@@ -163,6 +198,10 @@ class Recipe:
     @property
     def works(self) -> bool:
         return self.status == "works"
+
+    @property
+    def broken(self) -> bool:
+        return self.status == "broken"
 
     @property
     def served_name(self) -> str:
@@ -256,7 +295,22 @@ class Recipe:
             f["serving.expected_tok_s"] = self.measured.tok_s
         return f
 
+    def placeholder_values(self) -> dict[str, object]:
+        """Values a fix's command may name: {model.id} (the Hugging Face id), {model.path}."""
+        return {"model.id": self.model.id, "model.path": self.model.path or self.model.id}
+
     # ---- variants ----------------------------------------------------------
+    def with_consistent_profiles(self) -> Recipe:
+        """After a change removed a serve argument, a profile that unsets it has nothing
+        left to unset: drop it there too, so the recipe stays valid as a file."""
+        pruned = {
+            name: replace(p, unset_args=tuple(f for f in p.unset_args if f in self.serve.args))
+            for name, p in self.profiles.items()
+        }
+        if all(pruned[n].unset_args == p.unset_args for n, p in self.profiles.items()):
+            return self
+        return replace(self, profiles=pruned)
+
     def with_profile(self, name: str | None) -> Recipe:
         """This recipe with a profile's overrides applied (None: unchanged)."""
         if not name:

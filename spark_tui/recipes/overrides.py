@@ -1,5 +1,8 @@
 """`--set KEY=VALUE` overrides of a recipe, for one rendering (nothing is stored).
 
+Each override goes through the same validation as a recipe file (loader.validate_recipe):
+`--set image=--rm`, `--set 'env.A B=1'` or `--set containers.head='h$(x)'` are refused.
+
 Keys (recipes/SCHEMA.md lists them):
   image=NAME                model.path=PATH           nodes=N
   drop_caches=true|false    containers.head=NAME      containers.worker=NAME
@@ -27,7 +30,7 @@ def parse_set(item: str) -> tuple[str, str]:
     key, sep, value = item.partition("=")
     if not sep or not key:
         raise InputError(f"--set {item!r}: expected KEY=VALUE (e.g. serve.--max-model-len=4096)")
-    return key.strip(), value
+    return key, value  # not stripped: a key with blanks or a newline is refused, not mended
 
 
 def _flag_value(value: str) -> Any:
@@ -113,7 +116,11 @@ def apply_set(recipe: Recipe, item: str) -> Recipe:
 
 
 def apply_sets(recipe: Recipe, items: list[str] | tuple[str, ...]) -> Recipe:
-    """Every override, in order."""
+    """Every override, in order, each through the validation of a recipe file: the first
+    that makes the recipe invalid is refused with one line (InputError, exit 2)."""
+    from spark_tui.recipes.loader import validate_recipe
+
     for item in items:
-        recipe = apply_set(recipe, item)
+        changed = apply_set(recipe, item).with_consistent_profiles()
+        recipe = validate_recipe(changed, f"--set {item!r}")
     return recipe

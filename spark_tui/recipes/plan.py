@@ -117,9 +117,9 @@ class LaunchPlan:
             f"# cluster: {self.cluster.source}"
             + (" (simulated: no cluster.yaml found)" if self.cluster.simulated else ""),
         ]
-        if r.status != "works":
+        if r.status == "broken":
             lines.append(
-                f"# WARNING: known-broken ({', '.join(r.blocked_by)})"
+                f"# WARNING: broken ({', '.join(r.blocked_by)})"
                 + (f"; use {r.instead} instead" if r.instead else "")
             )
         lines += [f"# note: {w}" for w in self.warnings]

@@ -55,6 +55,7 @@ def template_values(
     values["head.fabric_if"] = cluster.head.fabric_if
     values["node.rank"] = rank
     values["cluster.size"] = size
+    values["cluster.models_dir"] = cluster.models_dir
     return values
 
 
@@ -82,7 +83,9 @@ def arg_words(
     out: list[str] = []
     for flag, value in args.items():
         out.append(flag)
-        if value is not True:
+        if isinstance(value, list):  # one word per value
+            out += [substitute(render_value(v), values, recipe, node) for v in value]
+        elif value is not True:
             out.append(substitute(render_value(value), values, recipe, node))
     return out
 
@@ -253,12 +256,14 @@ def render_plan(
     nodes, warnings = _nodes_for(recipe, cluster)
     head = nodes[0]
     size = len(nodes)
-    if recipe.status != "works":
+    if recipe.status == "broken":
         warnings.insert(
             0,
-            f"this recipe is known-broken ({', '.join(recipe.blocked_by)})"
+            f"this recipe is broken ({', '.join(recipe.blocked_by)})"
             + (f": use {recipe.instead}" if recipe.instead else ""),
         )
+    elif recipe.status == "untested":
+        warnings.insert(0, "this recipe is untested: no source reports it working")
     steps: list[LaunchStep] = []
     vals = {n.name: template_values(cluster, n, rank, size) for rank, n in enumerate(nodes)}
     container = {
@@ -383,7 +388,7 @@ def render_plan(
                 )
             )
             logs[n.name] = (tail,)
-        for n in nodes:
+        for n in nodes if size > 1 else ():  # one node: no group to join
             rank = int(vals[n.name]["node.rank"])  # type: ignore[call-overload]
             name = container[n.name]
             line = join_line(recipe, rank, size)

@@ -1,26 +1,33 @@
 """Recipe revisions: a fix's patch-recipe action makes a new revision with a unified diff.
 
-Stored under state_dir()/recipes/<id>/: rev-NNNN.yaml (the whole recipe),
+Stored under <state>/recipes/<id>/: rev-NNNN.yaml (the whole recipe),
 rev-NNNN.diff (against the revision it was made from), rev-NNNN.json (when,
 why). Revision 0 is the recipe as shipped (written at the first patch).
 `current` names the revision in use: undo moves it back one; every revision
 stays on disk. `launched` names the revision the last launch used, so a
 relaunch knows which patches are pending.
+
+Several sessions may patch the same recipe at once: a commit holds the recipe's
+lock and applies its patch to the revision in use at that moment (not to the one
+its plan was made from), so no session drops another's change.
 """
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import fcntl
 import json
 import os
 import time
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from spark_tui import paths
+from spark_tui import policy
 from spark_tui.errors import InputError
 from spark_tui.recipes.model import Recipe, patch_mapping, patch_serve
 
@@ -41,8 +48,10 @@ def recipe_to_data(r: Recipe) -> dict[str, Any]:
         data["workarounds"] = [
             {"title": w.title, **({"detail": w.detail} if w.detail else {})} for w in r.workarounds
         ]
-    if r.seeds:
-        data["seeds"] = list(r.seeds)
+    if r.sources:
+        data["sources"] = [
+            {"title": src.title, **({"url": src.url} if src.url else {})} for src in r.sources
+        ]
     model: dict[str, Any] = {"id": m.id, "path": m.path}
     if m.checkpoint_bytes is not None:
         model["checkpoint_bytes"] = m.checkpoint_bytes
@@ -144,6 +153,8 @@ def _measured(m: Any) -> dict[str, Any]:
         out["startup_s"] = m.startup_s
     if m.notes:
         out["notes"] = list(m.notes)
+    if m.source:
+        out["source"] = m.source
     return out
 
 
@@ -159,27 +170,32 @@ def apply_patch(
     set_env: dict[str, Any] | None = None,
     unset_env: list[str] | tuple[str, ...] | None = None,
 ) -> Recipe:
-    """The recipe with a patch-recipe action's changes (pure; nothing stored)."""
+    """The recipe with a patch-recipe action's changes (pure; nothing stored), through the
+    validation of a recipe file: a change that makes it invalid is an InputError."""
+    from spark_tui.recipes.loader import validate_recipe
+
     if target not in TARGETS:
         raise InputError(f"patch-recipe target must be one of {', '.join(TARGETS)}")
     set_args = {k: v for k, v in (set_args or {}).items()}
     set_env = {k: str(v) for k, v in (set_env or {}).items()}
     if target == "serve":
-        return replace(
+        out = replace(
             recipe, serve=patch_serve(recipe.serve, set_args, unset_args, set_env, unset_env)
-        )
-    if target == "ray":
+        ).with_consistent_profiles()
+    elif target == "ray":
         ray = replace(
             recipe.ray,
             args=patch_mapping(recipe.ray.args, set_args, unset_args),
             env=patch_mapping(recipe.ray.env, set_env, unset_env),
         )
-        return replace(recipe, ray=ray)
-    return replace(
-        recipe,
-        docker_args=patch_mapping(recipe.docker_args, set_args, unset_args),
-        docker_env=patch_mapping(recipe.docker_env, set_env, unset_env),
-    )
+        out = replace(recipe, ray=ray)
+    else:
+        out = replace(
+            recipe,
+            docker_args=patch_mapping(recipe.docker_args, set_args, unset_args),
+            docker_env=patch_mapping(recipe.docker_env, set_env, unset_env),
+        )
+    return validate_recipe(out, f"patch-recipe ({target})")
 
 
 def unified_diff(before: Recipe, after: Recipe, label: str = "") -> str:
@@ -214,10 +230,23 @@ def _write_atomic(path: Path, text: str) -> None:
 
 
 class RevisionStore:
-    """Revisions of every patched recipe, under state_dir()/recipes/ (or `root`)."""
+    """Revisions of every patched recipe, under `root` (a session's state directory)."""
 
-    def __init__(self, root: Path | None = None) -> None:
-        self.root = root or (paths.state_dir() / "recipes")
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    @contextlib.contextmanager
+    def _locked(self, recipe_id: str) -> Iterator[None]:
+        """One writer per recipe at a time, across processes."""
+        d = self._dir(recipe_id)
+        d.mkdir(parents=True, exist_ok=True)
+        fd = os.open(d / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
 
     def _dir(self, recipe_id: str) -> Path:
         return self.root / recipe_id
@@ -286,8 +315,27 @@ class RevisionStore:
             json.dumps({"note": note, "time": time.time(), "base": base}),
         )
 
+    def commit_patch(
+        self, base: Recipe, patch: Mapping[str, object], note: str
+    ) -> tuple[Revision, Recipe]:
+        """Apply a patch-recipe change to the revision in use now (`base` when the recipe was
+        never patched) and store it: (the new revision, the recipe it holds)."""
+        policy.refuse_if_read_only(f"change recipe {base.id}")
+        with self._locked(base.id):
+            current = self.current(base.id) or base
+            after = apply_patch(current, **patch)  # type: ignore[arg-type]
+            if current.revision != base.revision:
+                note += f" (rebased on revision {current.revision})"
+            rev = self._commit(current, after, note)
+        return rev, self.load(base.id, rev.number)
+
     def commit(self, before: Recipe, after: Recipe, note: str) -> Revision:
         """Store `after` as a new revision made from `before` (revision 0 written first)."""
+        policy.refuse_if_read_only(f"change recipe {before.id}")
+        with self._locked(before.id):
+            return self._commit(before, after, note)
+
+    def _commit(self, before: Recipe, after: Recipe, note: str) -> Revision:
         numbers = self.numbers(before.id)
         if not numbers:
             base = replace(before, revision=0)
@@ -303,17 +351,18 @@ class RevisionStore:
 
     def patch(self, recipe: Recipe, note: str = "", **changes: Any) -> Revision:
         """A patch-recipe action: the current revision (or `recipe`) with `changes`."""
-        base = self.current(recipe.id) or recipe
-        return self.commit(base, apply_patch(base, **changes), note)
+        return self.commit_patch(recipe, changes, note)[0]
 
     def undo(self, recipe_id: str) -> Recipe:
         """Go back to the revision the current one was made from (all stay on disk)."""
-        n = self.current_number(recipe_id)
-        if n is None or n == 0:
-            raise InputError(f"recipe {recipe_id!r} has no patch to undo")
-        meta = {r.number: r for r in self.revisions(recipe_id)}
-        back = meta[n].base if n in meta and meta[n].base is not None else n - 1
-        _write_atomic(self._dir(recipe_id) / "current", str(back))
+        policy.refuse_if_read_only(f"undo the last patch of recipe {recipe_id}")
+        with self._locked(recipe_id):
+            n = self.current_number(recipe_id)
+            if n is None or n == 0:
+                raise InputError(f"recipe {recipe_id!r} has no patch to undo")
+            meta = {r.number: r for r in self.revisions(recipe_id)}
+            back = meta[n].base if n in meta and meta[n].base is not None else n - 1
+            _write_atomic(self._dir(recipe_id) / "current", str(back))
         return self.load(recipe_id, back)
 
     def pending(self, recipe_id: str) -> bool:

@@ -1,30 +1,27 @@
 """The guided bring-up: a resumable state machine over preflight → fixes → ray → launch → smoke.
 
-The TUI's guided bring-up and a headless caller (`watch`, tests) drive the same
-`BringUp`: `step()` runs the next unit (one launch step or one fix) and saves
-the state under state_dir()/bringup/<recipe>.json before returning, so a new
+The guided bring-up (spark_tui.bringup, for the TUI and `up`) drives `BringUp`:
+`step()` runs the next unit (one launch step or one fix) and saves the state under
+the session's state directory (bringup/<recipe>.json) before returning, so a new
 process resumes where the last one stopped. A failed unit stays next: it runs
-again only when the caller asks (never blindly).
+again only when the caller asks (never blindly). Every command is journaled
+before it runs (the launch steps through LaunchRunner, fixes through run_fix).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
-from spark_tui import paths
-from spark_tui.clock import Clock, RealClock
+from spark_tui import policy
 from spark_tui.events import ActionProgress
 from spark_tui.nodes.cluster import ClusterConfig
-from spark_tui.nodes.transport import Transport
 from spark_tui.recipes.model import Recipe
 from spark_tui.recipes.plan import LaunchPlan
 from spark_tui.recipes.render import render_plan, stamp_now
-from spark_tui.remedy.fixes import Confirm, FixPlan, run_fix
-from spark_tui.remedy.journal import Journal
+from spark_tui.remedy.fixes import Confirm, FixPlan, RunEnvironment, run_fix
 from spark_tui.remedy.launch import LaunchRunner
 
 STAGES = ("preflight", "fixes", "ray", "launch", "smoke")
@@ -70,25 +67,23 @@ class BringUp:
         self,
         recipe: Recipe,
         cluster: ClusterConfig,
-        transports: Mapping[str, Transport],
+        env: RunEnvironment,
         profile: str | None = None,
         sets: Sequence[str] = (),
         fixes: Sequence[FixPlan] = (),
-        clock: Clock | None = None,
         emit: Emit | None = None,
-        journal: Journal | None = None,
         confirm: Confirm | None = None,
-        state_path: Path | None = None,
     ) -> None:
         self.recipe = recipe
         self.cluster = cluster
-        self.transports = transports
+        self.env = env
+        self.transports = env.transports
         self.fixes = tuple(fixes)
-        self.clock = clock or RealClock()
+        self.clock = env.clock
         self.emit = emit or (lambda _e: None)
-        self.journal = journal or Journal()
+        self.journal = env.journal
         self.confirm = confirm
-        self.path = state_path or paths.state_dir() / "bringup" / f"{recipe.id}.json"
+        self.path = env.state.bringup_path(recipe.id)
         saved = self._load()
         stamp = saved.stamp if saved else stamp_now()
         self.plan = render_plan(recipe, cluster, profile=profile, sets=tuple(sets), stamp=stamp)
@@ -145,20 +140,17 @@ class BringUp:
             self.save()
             return None
         unit = units[self.state.next_unit]
+        if unit.fix is None:  # a fix checks the policy itself
+            policy.refuse_if_read_only(f"run the bring-up step {unit.label}")
         self.state.stage = unit.stage
         self.state.status = "running"
         self.save()
         if unit.fix is not None:
-            result = run_fix(
-                unit.fix,
-                self.transports,
-                confirm=self.confirm,
-                emit=self.emit,
-                journal=self.journal,
-                clock=self.clock,
-            )
-            ok, message = result.ok, result.message
+            result = run_fix(unit.fix, self.env, confirm=self.confirm, emit=self.emit)
+            ok, message = result.ok, result.summary() if result.ok else result.message
         else:
+            if unit.stage != "preflight" and self._first_of_launch(units):
+                self.env.hooks.launching(self.plan)  # a new launch attempt begins
             runner = LaunchRunner(
                 self.transports, self.clock, self.emit, self.journal, "bringup", "bring-up"
             )
@@ -176,10 +168,13 @@ class BringUp:
             self.state.message = f"{unit.label}: {message}"
         self.save()
         if self.state.status == "done":
-            from spark_tui.recipes.revisions import RevisionStore
-
-            RevisionStore().mark_launched(self.recipe)
+            self.env.revisions.mark_launched(self.recipe)
         return unit
+
+    def _first_of_launch(self, units: list[Unit]) -> bool:
+        """Whether the next unit is the first one after the preflight and the fixes."""
+        i = self.state.next_unit
+        return all(u.stage in ("preflight", "fixes") for u in units[:i])
 
     def run(self) -> BringUpState:
         """Units until done or the first failure (call again to retry it)."""

@@ -3,7 +3,7 @@
 `collect_evidence` runs the read-only command of each evidence item (remedy.render's
 `evidence_command`, the same one a fix's `collect-evidence` action previews) on each node
 through its Transport and writes one file per node and item under
-`<state dir>/evidence/<run id>/`, which `spark-tui report` puts in the report. With a
+`<session state>/evidence/<run id>/`, which `spark-tui report` puts in the report. With a
 `ReadingsSource` (the live monitor) the `readings` item is the node's last minutes of
 readings rather than one fresh round, and every file says when the node's last good
 reading was taken (for a node that went silent and came back, the moment before).
@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from spark_tui import paths
 from spark_tui.events import DiagnosisRaised, Event
 from spark_tui.kb.diagnosis import Diagnosis
 from spark_tui.kb.schema import Fix
@@ -90,6 +89,8 @@ def collect_evidence(
     transports: Mapping[str, Transport],
     recipe: Recipe | None = None,
     *,
+    root: Path,
+    roles: Mapping[str, str] | None = None,
     run_id: str | None = None,
     reason: str = "",
     readings: ReadingsSource | None = None,
@@ -97,7 +98,7 @@ def collect_evidence(
     """Run each item's read-only command on each node; one file per node and item."""
     stamp = stamp_now()
     run_id = run_id or f"evidence-{stamp}"
-    directory = paths.state_dir() / "evidence" / run_id
+    directory = root / run_id
     directory.mkdir(parents=True, exist_ok=True)
     result = EvidenceResult(run_id, directory)
     for node in nodes:
@@ -113,7 +114,8 @@ def collect_evidence(
                 body = f"$ (the monitor's readings, last {READINGS_WINDOW_S:.0f} s)\n"
                 body += _readings_text(rows) or "(no readings yet)"
             else:
-                command = evidence_command(item, recipe, stamp)
+                role = (roles or {}).get(node, "head")
+                command = evidence_command(item, recipe, stamp, role)
                 transport = transports.get(node)
                 if transport is None:
                     result.failures[f"{node} {item}"] = "no connection"
@@ -138,7 +140,9 @@ def collect_evidence(
 
 def evidence_only(fix: Fix) -> bool:
     """A fix that only gathers evidence (read-only) may run without asking."""
-    return fix.risk == "safe" and all(a.type == "collect-evidence" for a in fix.actions)
+    from spark_tui.remedy.actions import kind
+
+    return fix.risk == "safe" and all(kind(a.type).collects_evidence for a in fix.actions)
 
 
 class AutoEvidence:
@@ -152,8 +156,11 @@ class AutoEvidence:
         transports: Mapping[str, Transport],
         recipe: Callable[[], Recipe | None] | None = None,
         readings: ReadingsSource | None = None,
+        *,
+        directory: Path,
     ) -> None:
         self.emit = emit
+        self.directory = directory
         self.cluster = cluster
         self.transports = transports
         self.recipe = recipe
@@ -195,6 +202,8 @@ class AutoEvidence:
                 targets,
                 self.transports,
                 recipe,
+                root=self.directory,
+                roles={n.name: n.role for n in self.cluster.nodes},
                 run_id=run_id,
                 reason=reason,
                 readings=self.readings,

@@ -1,48 +1,127 @@
-"""The journal of everything spark-tui did to a node: JSON lines under state_dir().
+"""The journal of everything spark-tui did to a node: a write-ahead log of JSON lines.
 
-One line per command (time, run id, fix, node, action, command, exit code,
-output tail), flushed and fsync'ed before the next command starts, so a crash
-mid-fix leaves every line written so far readable. A torn last line (power
-cut during a write) is skipped on reading, never fatal.
+Before a command runs on a node, a `started` record (run, node, command, time) is
+written, flushed and fsync'ed; after it, `finished` with the exit code, or with
+`connection lost`, `timed out` or `interrupted`. Every write is checked: a journal
+that cannot be written (a full disk, a read-only directory, a file-size limit)
+raises JournalUnwritable and nothing runs, so no command ever runs unrecorded.
+
+A torn last line (power cut during a write) is skipped on reading, never fatal.
+`unfinished()` names the runs and commands that started and never ended — a kill,
+a crash, a lost terminal — so the next run, `report` and the TUI can say exactly
+which commands may have half-run, on which node.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import fcntl
 import json
 import os
 import time
+import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from spark_tui import paths
 from spark_tui.errors import SparkTuiError
 
+# how a command ended, besides its exit code
+CONNECTION_LOST = "connection lost"
+TIMED_OUT = "timed out"
+INTERRUPTED = "interrupted"
 
-def journal_path() -> Path:
-    return paths.state_dir() / "journal.jsonl"
+
+class JournalUnwritable(SparkTuiError):
+    """The journal cannot be written: the action must not run."""
 
 
 class Journal:
-    """Append-only JSON lines; every append is flushed and fsync'ed."""
+    """Append-only JSON lines; every append is checked, flushed and fsync'ed.
 
-    def __init__(self, path: Path | None = None) -> None:
-        self.path = path or journal_path()
+    `simulated` marks every record of a simulated cluster's journal (a demo's journal
+    lives apart from the real one; a report that reads it says so)."""
+
+    def __init__(self, path: Path, *, simulated: bool = False) -> None:
+        self.path = path
+        self.simulated = simulated
 
     def append(self, **entry: Any) -> dict[str, Any]:
+        """Write one record; raises JournalUnwritable when it is not all on disk."""
         record = {"time": time.time(), **entry}
-        line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        if self.simulated:
+            record["simulated"] = True
+        data = (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode("utf-8")
         try:
-            os.write(fd, line.encode("utf-8"))
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise self._unwritable(exc) from None
+        try:
+            written = 0
+            while written < len(data):
+                n = os.write(fd, data[written:])
+                if n <= 0:
+                    raise OSError(errno.ENOSPC, "no space left")
+                written += n
             os.fsync(fd)
+        except OSError as exc:
+            # a torn line is skipped on reading; truncating it keeps the file clean for the next
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, os.lseek(fd, 0, os.SEEK_END) - written)
+            raise self._unwritable(exc) from None
         finally:
             os.close(fd)
         return record
 
+    def _unwritable(self, exc: OSError) -> JournalUnwritable:
+        why = exc.strerror or str(exc)
+        return JournalUnwritable(
+            f"cannot write the journal {self.path}: {why}; nothing was run "
+            "(free space or fix the permissions of the state directory)"
+        )
+
+    def check_writable(self) -> None:
+        """Raise JournalUnwritable now if a record could not be written (before a plan runs)."""
+        self.append(event="check")
+
+    # ---- commands, write-ahead -------------------------------------------------------
+    @contextlib.contextmanager
+    def command(
+        self, run: str, context: str, node: str | None, action: str, command: str
+    ) -> Iterator[CommandRecord]:
+        """`started` now; `finished` when the block ends: with the result the block gave
+        (CommandRecord.finish), else `connection lost` (the node dropped), else
+        `interrupted` (Ctrl-C, a kill that Python sees, a bug)."""
+        rec = CommandRecord(self, uuid.uuid4().hex[:12], run, context, node, action, command)
+        self.append(
+            event="started",
+            cmd=rec.id,
+            run=run,
+            fix=context,
+            node=node,
+            action=action,
+            command=command,
+        )
+        try:
+            yield rec
+        except BaseException as exc:
+            if not rec.done:
+                from spark_tui.nodes.transport import NodeUnreachable
+
+                lost = isinstance(exc, NodeUnreachable)
+                rec.finish(
+                    None,
+                    f"{exc.reason}" if lost else type(exc).__name__,  # type: ignore[attr-defined]
+                    outcome=CONNECTION_LOST if lost else INTERRUPTED,
+                )
+            raise
+        if not rec.done:
+            rec.finish(None, "", outcome=INTERRUPTED)
+
+    # ---- reading -----------------------------------------------------------------------
     def entries(self) -> list[dict[str, Any]]:
         """Every readable entry, oldest first (a torn line is skipped)."""
         return list(self)
@@ -52,62 +131,135 @@ class Journal:
             text = self.path.read_text(encoding="utf-8", errors="replace")
         except FileNotFoundError:
             return
+        except OSError as exc:
+            raise JournalUnwritable(
+                f"cannot read the journal {self.path}: {exc.strerror}"
+            ) from None
         for line in text.splitlines():
             try:
                 entry = json.loads(line)
             except ValueError:
                 continue
-            if isinstance(entry, dict):
+            if isinstance(entry, dict) and entry.get("event") != "check":
                 yield entry
 
     def run(self, run_id: str) -> list[dict[str, Any]]:
         return [e for e in self if e.get("run") == run_id]
 
 
+@dataclass
+class CommandRecord:
+    """One command's pair of records; `finish` writes the second."""
+
+    journal: Journal
+    id: str
+    run: str
+    context: str
+    node: str | None
+    action: str
+    command: str
+    done: bool = False
+
+    def finish(
+        self, exit_code: int | None, tail: str = "", *, outcome: str = "exit", **extra: Any
+    ) -> None:
+        """Record how it ended: outcome `exit` (with the code), `timed out`,
+        `connection lost` or `interrupted`."""
+        self.done = True
+        self.journal.append(
+            event="finished",
+            cmd=self.id,
+            run=self.run,
+            fix=self.context,
+            node=self.node,
+            action=self.action,
+            command=self.command,
+            outcome=outcome,
+            exit_code=exit_code,
+            output_tail=tail,
+            **extra,
+        )
+
+
 @dataclass(frozen=True)
-class InterruptedFix:
-    """A fix whose journal has a start and no end: which nodes got which actions."""
+class UnfinishedRun:
+    """A fix or launch that started and never ended: which commands ran to the end,
+    which started and have no end (they may have half-run), which nodes it never reached."""
 
     run: str
     fix: str
     started: float
     planned_nodes: tuple[str, ...]
-    done: dict[str, list[str]]  # node -> actions that finished ok
+    done: dict[str, list[str]] = field(default_factory=dict)  # node -> actions that ended ok
+    cut: tuple[tuple[str, str], ...] = ()  # (node, command) started and never finished
 
     def describe(self) -> str:
         got = ", ".join(f"{n} ({', '.join(a)})" for n, a in self.done.items()) or "no node"
-        missing = [n for n in self.planned_nodes if n not in self.done]
-        rest = f"; not reached: {', '.join(missing)}" if missing else ""
-        return f"fix {self.fix} (run {self.run}) was interrupted: done on {got}{rest}"
+        parts = [f"{self.fix} (run {self.run}) was interrupted: finished on {got}"]
+        if self.cut:
+            parts.append(
+                "started and never finished: "
+                + "; ".join(f"{n}: {c[:120]}" for n, c in self.cut)
+                + " (check these nodes: the command may have half-run)"
+            )
+        touched = set(self.done) | {n for n, _c in self.cut}
+        missing = [n for n in self.planned_nodes if n not in touched]
+        if missing:
+            parts.append(f"not reached: {', '.join(missing)}")
+        return "; ".join(parts)
 
 
-def interrupted_fixes(journal: Journal | None = None) -> list[InterruptedFix]:
-    """Fixes that started and never ended (a crash, a kill, a lost terminal)."""
-    journal = journal or Journal()
+def unfinished(journal: Journal) -> list[UnfinishedRun]:
+    """Runs with a start and no end, whose process is gone (a run still going is not
+    interrupted: another spark-tui may be running it now)."""
     starts: dict[str, dict[str, Any]] = {}
     done: dict[str, dict[str, list[str]]] = {}
+    open_cmds: dict[str, dict[str, tuple[str, str]]] = {}
     ended: set[str] = set()
     for e in journal:
         run = str(e.get("run", ""))
         kind = e.get("event")
-        if kind == "fix-start":
+        if kind in ("fix-start", "run-start"):
             starts[run] = e
-            done[run] = {}
-        elif kind in ("fix-end", "fix-interrupted"):
+        elif kind in ("fix-end", "fix-interrupted", "run-end"):
             ended.add(run)
-        elif kind == "command" and e.get("exit_code") == 0 and e.get("node"):
-            done.setdefault(run, {}).setdefault(str(e["node"]), []).append(str(e.get("action")))
-    return [
-        InterruptedFix(
-            run,
-            str(s.get("fix")),
-            float(s.get("time", 0.0)),
-            tuple(s.get("nodes") or ()),
-            done.get(run, {}),
+        elif kind == "started":
+            open_cmds.setdefault(run, {})[str(e.get("cmd"))] = (
+                str(e.get("node")),
+                str(e.get("command", "")),
+            )
+        elif kind == "finished":
+            open_cmds.get(run, {}).pop(str(e.get("cmd")), None)
+            if e.get("outcome") == "exit" and e.get("exit_code") == 0 and e.get("node"):
+                done.setdefault(run, {}).setdefault(str(e["node"]), []).append(str(e.get("action")))
+    out = []
+    for run, s in starts.items():
+        if run in ended or _alive(s.get("pid")):
+            continue
+        out.append(
+            UnfinishedRun(
+                run,
+                str(s.get("fix")),
+                float(s.get("time", 0.0)),
+                tuple(s.get("nodes") or ()),
+                done.get(run, {}),
+                tuple(open_cmds.get(run, {}).values()),
+            )
         )
-        for run, s in starts.items()
-        if run not in ended
-    ]
+    return out
+
+
+def _alive(pid: object) -> bool:
+    """Whether the process that wrote a start record still runs (on this machine)."""
+    if not isinstance(pid, int) or pid <= 0 or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class FixAlreadyRunning(SparkTuiError):
@@ -115,16 +267,21 @@ class FixAlreadyRunning(SparkTuiError):
 
 
 class FixLock:
-    """One fix at a time, across processes: an flock on state_dir()/fix.lock.
+    """One change at a time, across processes: an flock on a file of the state directory.
     The kernel drops it when the holder dies, so a crash never leaves it stuck."""
 
-    def __init__(self, path: Path | None = None) -> None:
-        self.path = path or paths.state_dir() / "fix.lock"
+    def __init__(self, path: Path) -> None:
+        self.path = path
         self._fd: int | None = None
 
     def acquire(self, what: str) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise JournalUnwritable(
+                f"cannot open the lock {self.path}: {exc.strerror}; nothing was run"
+            ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -133,10 +290,12 @@ class FixLock:
             finally:
                 os.close(fd)
             raise FixAlreadyRunning(
-                f"a fix is already running ({holder or 'unknown'}); wait for it to finish"
+                f"another change is running ({holder or 'unknown'}); wait for it to finish"
             ) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{what}, pid {os.getpid()}".encode())
+        # who holds it, for the message another process shows; optional (a full disk)
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{what}, pid {os.getpid()}".encode())
         self._fd = fd
 
     def release(self) -> None:

@@ -2,10 +2,11 @@
 
 `LaunchRunner.run_step` runs one step (a command, a wait for Ray's GPUs, a wait
 for the startup line, the smoke request) and reports progress as
-ActionProgress through `emit`; every command is journaled. `relaunch` stops the
-stack everywhere, takes the newest recipe revision (pending patches) and runs
-the whole plan. After a crash nothing restarts blindly: `AutoRelaunchGuard`
-allows one automatic relaunch per diagnosis.
+ActionProgress through `emit`; with a journal, every command has its `started`
+record before it runs and its `finished` record after. A relaunch is the
+`relaunch` action of spark_tui.remedy.actions (previewed, confirmed, journaled).
+After a crash nothing restarts blindly: `AutoRelaunchGuard` allows one automatic
+relaunch per diagnosis, `decide_after_crash` says whether this is one.
 """
 
 from __future__ import annotations
@@ -17,18 +18,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from spark_tui import paths, shell
+from spark_tui import shell
 from spark_tui.clock import Clock, RealClock
 from spark_tui.errors import SparkTuiError
 from spark_tui.events import ActionProgress
 from spark_tui.kb.diagnosis import Diagnosis
 from spark_tui.kb.matcher import Matcher
-from spark_tui.nodes.cluster import ClusterConfig
 from spark_tui.nodes.transport import CommandResult, NodeUnreachable, Transport
-from spark_tui.recipes.model import Recipe
 from spark_tui.recipes.plan import LaunchStep, ray_gpus
-from spark_tui.recipes.render import render_plan
-from spark_tui.remedy.journal import Journal
+from spark_tui.remedy.journal import TIMED_OUT, Journal
 
 Emit = Callable[[ActionProgress], None]
 
@@ -83,6 +81,7 @@ class StepResult:
     exit_code: int | None = None
     output_tail: str = ""
     tok_s: float | None = None
+    polls: int = 0
 
 
 @dataclass
@@ -135,8 +134,10 @@ class LaunchRunner:
         run_id: str = "",
         context: str = "launch",
         matcher: Matcher | None = None,
+        abort: Callable[[], str | None] | None = None,
     ) -> None:
         self.transports = transports
+        self.abort = abort  # an error wall the live monitor saw: a wait ends early
         self.matcher = matcher  # the knowledge base's matcher (built-in when None)
         self.clock = clock or RealClock()
         self.emit = emit or _noop
@@ -151,10 +152,17 @@ class LaunchRunner:
             raise SparkTuiError(f"no connection to node {node!r}") from None
 
     def _run(self, step: LaunchStep, command: str, timeout: float, log: bool) -> CommandResult:
-        result = self._transport(step.node).run(command, timeout=timeout)
-        if log:
-            code = result.exit_code if not result.timed_out else None
-            self._journal(step, command, code, result.tail(), timed_out=result.timed_out)
+        """Run one command; with `log`, between its journal records (written before it runs)."""
+        transport = self._transport(step.node)
+        if not log or self.journal is None:
+            return transport.run(command, timeout=timeout)
+        with self.journal.command(self.run_id, self.context, step.node, step.id, command) as rec:
+            result = transport.run(command, timeout=timeout)
+            rec.finish(
+                None if result.timed_out else result.exit_code,
+                result.tail(),
+                outcome=TIMED_OUT if result.timed_out else "exit",
+            )
         return result
 
     def run_step(self, step: LaunchStep) -> StepResult:
@@ -177,7 +185,6 @@ class LaunchRunner:
                 out = StepResult(step, False, f"unknown step kind {step.kind!r}")
         except NodeUnreachable as exc:
             out = StepResult(step, False, f"unreachable: {exc.reason}")
-            self._journal(step, step.command, None, f"unreachable: {exc.reason}")
         status = "ok" if out.ok else "failed"
         self.emit(ActionProgress(step.id, step.node, step.command, status, out.detail))
         return out
@@ -207,6 +214,18 @@ class LaunchRunner:
         return False, progress[-1].strip() if progress else "waiting for the startup line"
 
     def _wait(self, step: LaunchStep, check) -> StepResult:
+        """Poll until the check says done; one pair of journal records for the whole wait
+        (its polls are read-only)."""
+        if self.journal is None:
+            return self._poll(step, check)
+        with self.journal.command(
+            self.run_id, self.context, step.node, step.id, step.command
+        ) as rec:
+            out = self._poll(step, check)
+            rec.finish(0 if out.ok else 1, out.detail, polls=out.polls)
+        return out
+
+    def _poll(self, step: LaunchStep, check) -> StepResult:
         deadline = self.clock.now() + step.timeout_s
         last_detail = ""
         polls = 0
@@ -214,44 +233,42 @@ class LaunchRunner:
             res = self._run(step, step.command, min(60.0, step.timeout_s), log=False)
             polls += 1
             done, detail = check(step, res)
-            if done:
-                self._journal_wait(step, True, detail, polls)
-                return StepResult(step, True, detail, res.exit_code, res.tail())
-            if done is None:
-                self._journal_wait(step, False, detail, polls)
-                return StepResult(step, False, detail, res.exit_code, res.tail())
+            if not done and done is not None and self.abort is not None:
+                blocker = self.abort()
+                if blocker:
+                    done, detail = None, f"stopped waiting: {blocker}"
+            if done or done is None:
+                return StepResult(step, bool(done), detail, res.exit_code, res.tail(), polls=polls)
             left = deadline - self.clock.now()
             if left <= 0:
                 why = f"timed out after {step.timeout_s:g} s ({detail})"
-                self._journal_wait(step, False, why, polls)
-                return StepResult(step, False, why, res.exit_code, res.tail())
+                return StepResult(step, False, why, res.exit_code, res.tail(), polls=polls)
             if detail != last_detail:
                 self.emit(ActionProgress(step.id, step.node, None, "running", detail))
                 last_detail = detail
             self.clock.sleep(min(step.interval_s, max(left, 0.0)))
 
-    def _journal_wait(self, step: LaunchStep, ok: bool, detail: str, polls: int) -> None:
-        self._journal(step, step.command, 0 if ok else 1, f"{detail} ({polls} polls)")
-
-    def _journal(
-        self, step: LaunchStep, command: str, exit_code: int | None, tail: str, **extra: object
-    ) -> None:
-        """One journal entry for a step (nothing when the runner has no journal)."""
-        if self.journal is not None:
-            self.journal.append(
-                event="command",
-                run=self.run_id,
-                fix=self.context,
-                node=step.node,
-                action=step.id,
-                command=command,
-                exit_code=exit_code,
-                output_tail=tail,
-                **extra,
-            )
-
     def _smoke(self, step: LaunchStep) -> StepResult:
-        res = self._run(step, step.command, step.timeout_s, log=True)
+        """One chat request; its journal record carries the tok/s (what `status` shows)."""
+        if self.journal is None:
+            return self._smoke_result(
+                step, self._transport(step.node).run(step.command, timeout=step.timeout_s)
+            )
+        with self.journal.command(
+            self.run_id, self.context, step.node, step.id, step.command
+        ) as rec:
+            res = self._transport(step.node).run(step.command, timeout=step.timeout_s)
+            out = self._smoke_result(step, res)
+            rec.finish(
+                None if res.timed_out else res.exit_code,
+                res.tail(),
+                outcome=TIMED_OUT if res.timed_out else "exit",
+                tok_s=out.tok_s,
+            )
+        return out
+
+    @staticmethod
+    def _smoke_result(step: LaunchStep, res: CommandResult) -> StepResult:
         if not res.ok:
             return StepResult(step, False, _failure(res), res.exit_code, res.tail())
         tokens, seconds, why = parse_smoke(res.stdout)
@@ -291,48 +308,12 @@ def _failure(res: CommandResult) -> str:
     return f"exit {res.exit_code}: {tail}" if tail else f"exit {res.exit_code}"
 
 
-def relaunch(
-    recipe_id: str,
-    cluster: ClusterConfig,
-    transports: Mapping[str, Transport],
-    profile: str | None = None,
-    sets: tuple[str, ...] = (),
-    clock: Clock | None = None,
-    emit: Emit | None = None,
-    journal: Journal | None = None,
-    run_id: str = "relaunch",
-    recipe: Recipe | None = None,
-) -> LaunchResult:
-    """Stop the stack on every node, apply pending recipe patches (the newest
-    revision), run the launch plan, smoke request and tok/s."""
-    from spark_tui.recipes.loader import load_recipes
-    from spark_tui.recipes.revisions import RevisionStore
-
-    store = RevisionStore()
-    recipe = recipe or load_recipes().get(recipe_id)
-    if store.pending(recipe.id):
-        (emit or _noop)(
-            ActionProgress(
-                "apply-patches",
-                None,
-                None,
-                "info",
-                f"using recipe revision {recipe.revision} (patched since the last launch)",
-            )
-        )
-    plan = render_plan(recipe, cluster, profile=profile, sets=sets)
-    runner = LaunchRunner(transports, clock, emit, journal, run_id, context="relaunch")
-    result = runner.run_steps(plan.steps)
-    store.mark_launched(recipe)
-    return result
-
-
 class AutoRelaunchGuard:
     """At most one automatic relaunch per diagnosis, and never a second one for the same wall
     (state kept across restarts): after that, the user is asked."""
 
-    def __init__(self, path: Path | None = None) -> None:
-        self.path = path or paths.state_dir() / "auto-relaunch.json"
+    def __init__(self, path: Path) -> None:
+        self.path = path
 
     def _load(self) -> dict[str, float]:
         try:
@@ -369,6 +350,22 @@ class AutoRelaunchGuard:
 WALL_KEY = "wall:"
 
 
+def _undoable(action_type: str) -> bool:
+    """An action an automatic relaunch may take: it relaunches, gathers evidence, or makes a
+    recipe revision (undo restores it); nothing else it changes can be taken back."""
+    from spark_tui.remedy.actions import kind
+
+    k = kind(action_type)
+    revision = k.changes_recipe and not k.replaces_recipe and not k.on_nodes
+    return k.relaunches or k.collects_evidence or revision
+
+
+def _relaunches(action_type: str) -> bool:
+    from spark_tui.remedy.actions import kind
+
+    return kind(action_type).relaunches
+
+
 @dataclass(frozen=True)
 class RelaunchDecision:
     """What to do after a crash: relaunch once without asking, or ask (and why)."""
@@ -399,8 +396,8 @@ def decide_after_crash(
         f
         for f in fixes
         if f is not None
-        and any(a.type == "relaunch" for a in f.actions)
-        and all(a.type in ("patch-recipe", "relaunch", "collect-evidence") for a in f.actions)
+        and any(_relaunches(a.type) for a in f.actions)
+        and all(_undoable(a.type) for a in f.actions)
     ]
     if not relaunching:
         return RelaunchDecision(

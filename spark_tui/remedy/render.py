@@ -1,110 +1,44 @@
-"""Render a fix's typed actions to the exact commands they run.
-
-`preview_lines(fix)` is the cluster-free rendering (placeholders shown as
-<node.fabric_if>); the remediation engine renders the same actions per node
-with real values through the same functions, so preview == run.
+"""What fix actions render from: a node's placeholder values, the read-only evidence
+commands, the generic stop of the stack, the backup suffix; and `preview_lines(fix)`, the
+cluster-free rendering of a fix (placeholders shown as <node.fabric_if>) through the same
+action kinds that render it per node (spark_tui.remedy.actions), so preview == run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from spark_tui import shell
-from spark_tui.kb.schema import Action, Fix
+from spark_tui.kb.schema import Fix
 from spark_tui.nodes.cluster import ClusterConfig, NodeConfig
 from spark_tui.recipes.model import Recipe
 
 BACKUP_SUFFIX = ".spark-tui-backup-{stamp}"
-# Stop every container spark-tui started (they carry the label), whatever the recipe.
-GENERIC_STOP_STACK = (
-    "ids=$(docker ps -q --filter label=spark-tui.recipe); "
-    'if [ -n "$ids" ]; then docker stop -t 30 $ids; fi'
+# Stop every container of a serving stack that is up, whoever started it: spark-tui's (they
+# carry the label) and other launchers' (named for vLLM, SGLang or Ray, as eugr's vllm_node).
+# Stopped, not removed: their logs stay readable, and a restart policy does not bring them back.
+# (docker ANDs filters of different keys: the label and the names are two listings.)
+_STACK_IDS = (
+    "docker ps -q --filter label=spark-tui.recipe; "
+    "docker ps -q --filter name=vllm --filter name=sglang --filter name=ray"
 )
-_TARGET_WORDS = {
-    "all": "every node",
-    "head": "the head",
-    "workers": "every worker",
-    "seen": "the node where it was seen",
-}
-
-
-def _placeholder_values(values: Mapping[str, object] | None, command: str) -> dict[str, object]:
-    out: dict[str, object] = dict(values or {})
-    for name in shell.placeholders(command):
-        out.setdefault(name, f"<{name}>")
-    return out
-
-
-def render_run(action: Action, values: Mapping[str, object] | None = None) -> str:
-    """The command line of a `run` action (sudo -n when it needs root)."""
-    template = str(action.params["command"])
-    if values is not None:
-        command = shell.fill(template, values)
-        return shell.as_root(command) if action.params.get("root") else command
-    command = shell._PLACEHOLDER.sub(lambda m: f"<{m.group(1)}>", template)
-    if not action.params.get("root"):
-        return command
-    # cluster-free: <node.fabric_if> stands where a quoted value will, not a redirection
-    if shell.simple_words(shell._PLACEHOLDER.sub("X", template)) is not None:
-        return "sudo -n " + command
-    return shell.as_root(command)
-
-
-def render_action(
-    action: Action, values: Mapping[str, object] | None = None, stamp: str = "<timestamp>"
-) -> list[str]:
-    """Exact commands (or recipe changes, as comments) for one action."""
-    p = action.params
-    kind = action.type
-    if kind == "run":
-        return [render_run(action, values)]
-    if kind == "reboot":
-        return [shell.as_root("reboot")]
-    if kind == "move-aside":
-        path = str(p["path"])
-        cmd = (
-            f"mv -n -- {shell.quote(path)} {shell.quote(path + BACKUP_SUFFIX.format(stamp=stamp))}"
-        )
-        return [shell.as_root(cmd) if p.get("root", True) else cmd]
-    if kind == "patch-recipe":
-        target = p.get("target", "serve")
-        lines = [
-            f"# recipe ({target}): set {k} {'' if v is True else v}".rstrip()
-            for k, v in (p.get("set_args") or {}).items()
-        ]
-        lines += [f"# recipe ({target}): remove {k}" for k in p.get("unset_args") or []]
-        lines += [f"# recipe ({target}): env {k}={v}" for k, v in (p.get("set_env") or {}).items()]
-        lines += [f"# recipe ({target}): unset env {k}" for k in p.get("unset_env") or []]
-        return lines
-    if kind == "restart-ray":
-        args = " ".join(
-            f"{k} {shell.quote(v)}" if v is not True else k
-            for k, v in (p.get("args") or {}).items()
-        )
-        env = shell.env_prefix({k: v for k, v in (p.get("env") or {}).items()})
-        return ["ray stop --force", f"{env}ray start {args}".rstrip()]
-    if kind == "switch-recipe":
-        return [
-            f"# switch to recipe {p.get('to') or '(the one the recipe names as its replacement)'}"
-        ]
-    if kind == "stop-stack":
-        return [GENERIC_STOP_STACK]
-    if kind == "relaunch":
-        return ["# stop the stack on every node, drop caches, run the launch plan again"]
-    if kind == "collect-evidence":
-        return [f"# collect into the incident report: {', '.join(p.get('items', []))}"]
-    return [f"# {kind}"]
+GENERIC_STOP_STACK = f'ids=$({_STACK_IDS}); [ -z "$ids" ] || docker stop -t 30 $ids'
+# what is still up of a serving stack on a node (the stop's check)
+STACK_UP = (
+    "docker ps --format '{{.Names}}' --filter label=spark-tui.recipe; "
+    "docker ps --format '{{.Names}}' --filter name=vllm --filter name=sglang --filter name=ray"
+)
 
 
 def preview_lines(fix: Fix) -> list[str]:
-    """Every command of a fix, cluster-free, with where it runs."""
+    """Every command of a fix, cluster-free, with where it runs (kb show, triage)."""
+    from spark_tui.remedy.actions import kind
+    from spark_tui.remedy.actions.base import TARGET_WORDS
+
     lines: list[str] = []
     for action in fix.actions:
-        where = _TARGET_WORDS.get(action.on, action.on)
-        commands = render_action(action)
-        if action.type in ("run", "reboot", "move-aside", "restart-ray", "stop-stack"):
-            lines.append(f"# on {where}:")
-        lines.extend(commands)
+        k = kind(action.type)
+        if k.on_nodes and not k.relaunches and not k.collects_evidence:
+            lines.append(f"# on {TARGET_WORDS.get(action.on, action.on)}:")
+        lines.extend(k.generic_lines(action.params))
     return lines
 
 
@@ -122,14 +56,20 @@ BOOT_ID_COMMAND = "cat /proc/sys/kernel/random/boot_id"
 PSTORE_TAIL = "find /sys/fs/pstore -maxdepth 1 -type f -exec tail -v -n 400 {} +"
 
 
-def evidence_command(item: str, recipe: Recipe | None, stamp: str) -> str:
-    """The read-only command that collects one evidence item on a node."""
+def evidence_command(item: str, recipe: Recipe | None, stamp: str, role: str = "head") -> str:
+    """The read-only command that collects one evidence item on a node (a worker's serving
+    container is the recipe's worker container)."""
     from spark_tui.nodes.commands import SAMPLE, sample_script
 
-    head = recipe.head_container if recipe else "ray-head"
+    if recipe is None:
+        head = "ray-head"
+    else:
+        head = recipe.head_container if role == "head" else recipe.worker_container
     if item == "log-tail":
-        if recipe is not None:
+        if recipe is not None and role == "head":
             return shell.join(["docker", "exec", head, "tail", "-n", "500", recipe.serve.log])
+        if recipe is not None:  # a worker has no serve log: its container's own output
+            return shell.join(["docker", "logs", "--tail", "500", head]) + " 2>&1"
         return 'for c in $(docker ps -aq --filter label=spark-tui.recipe); do docker logs --tail 500 "$c" 2>&1; done'
     if item == "py-spy":
         return shell.join(

@@ -128,45 +128,7 @@ def build_report(d: ReportData) -> str:
         if any(fixes):
             out.append("Fixes: " + "; ".join(f"`{f.id}` ({f.risk})" for f in fixes if f))
             out.append("")
-    out += ["## Journal", ""]
-    if not d.journal:
-        out += ["Nothing was run on a node.", ""]
-    else:
-        tail = d.journal[-JOURNAL_TAIL:]
-        if len(d.journal) > len(tail):
-            out.append(f"The last {len(tail)} of {len(d.journal)} entries.")
-            out.append("")
-        out.append("| time | node | action | command | exit |")
-        out.append("|---|---|---|---|---|")
-        for e in tail:
-            ev = e.get("event")
-            if ev == "command":
-                cmd = str(e.get("command", "")).replace("|", "\\|").replace("\n", " ")
-                out.append(
-                    f"| {_when(float(e.get('time', 0)))} | {e.get('node') or '—'} | {e.get('action')} "
-                    f"| `{cmd[:300]}` | {e.get('exit_code') if e.get('exit_code') is not None else '—'} |"
-                )
-            elif ev in ("fix-start", "fix-end", "fix-interrupted", "verify"):
-                what = {
-                    "fix-start": f"fix {e.get('fix')} started ({e.get('risk')}) on {', '.join(e.get('nodes') or [])}",
-                    "fix-end": f"fix {e.get('fix')} ended: {e.get('status')} {e.get('message') or ''}",
-                    "fix-interrupted": f"fix {e.get('fix')} INTERRUPTED: {e.get('message')}",
-                    "verify": f"verify {e.get('condition')}: {'holds' if e.get('holds') else 'does not hold'}",
-                }[ev]
-                out.append(
-                    f"| {_when(float(e.get('time', 0)))} | {e.get('node') or '—'} | {ev} | {what} | |"
-                )
-        out.append("")
-        failed = [
-            e for e in tail if e.get("event") == "command" and e.get("exit_code") not in (0, None)
-        ]
-        for e in failed[-5:]:
-            out.append(
-                f"Output of `{e.get('action')}` on {e.get('node')} (exit {e.get('exit_code')}):"
-            )
-            out.append("")
-            out += _fence(str(e.get("output_tail", "")))
-            out.append("")
+    out += _journal_section(d.journal)
     if d.evidence:
         out += ["## Evidence", ""]
         for name, text in d.evidence.items():
@@ -177,6 +139,74 @@ def build_report(d: ReportData) -> str:
             out.append("</details>")
             out.append("")
     return "\n".join(out).rstrip("\n") + "\n"
+
+
+_EVENT_TEXT = {
+    "fix-start": lambda e: (
+        f"{e.get('fix')} started ({e.get('risk')}) on {', '.join(e.get('nodes') or []) or 'the recipe'}"
+    ),
+    "fix-end": lambda e: f"{e.get('fix')} ended: {e.get('status')} — {e.get('message') or ''}",
+    "fix-interrupted": lambda e: f"{e.get('fix')} INTERRUPTED: {e.get('message')}",
+    "verify": lambda e: (
+        f"check {e.get('condition')}: {'holds' if e.get('holds') else 'does not hold'}"
+    ),
+    "recipe-revision": lambda e: f"recipe {e.get('recipe')} is now revision {e.get('revision')}",
+    "recipe-switch": lambda e: f"recipe is now {e.get('recipe')}",
+    "recipe-undo": lambda e: f"recipe {e.get('recipe')} back to revision {e.get('revision')}",
+    "reboot-back": lambda e: f"back after the reboot (boot id {e.get('boot_id')})",
+    "preflight": lambda e: f"not reachable before the change: {e.get('reason')}; nothing ran",
+}
+
+
+def _cell(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _journal_section(journal: list[dict[str, Any]]) -> list[str]:
+    """Every command with how it ended; a command that started and has no end is said to
+    be so (it may have half-run); a simulated cluster's entries are marked."""
+    out = ["## Journal", ""]
+    if not journal:
+        return [*out, "Nothing was run on a node.", ""]
+    tail = journal[-JOURNAL_TAIL:]
+    if len(journal) > len(tail):
+        out += [f"The last {len(tail)} of {len(journal)} entries.", ""]
+    if any(e.get("simulated") for e in tail):
+        out += ["Entries marked *(simulated)* were run on spark-tui's simulated cluster.", ""]
+    out += ["| time | node | action | command or event | result |", "|---|---|---|---|---|"]
+    open_cmds: dict[str, dict[str, Any]] = {}
+    failed: list[dict[str, Any]] = []
+    for e in tail:
+        ev = e.get("event")
+        when = _when(float(e.get("time", 0))) + (" *(simulated)*" if e.get("simulated") else "")
+        node = e.get("node") or "—"
+        if ev == "started":
+            open_cmds[str(e.get("cmd"))] = e
+            continue
+        if ev == "finished":
+            open_cmds.pop(str(e.get("cmd")), None)
+            outcome = e.get("outcome", "exit")
+            result = f"exit {e.get('exit_code')}" if outcome == "exit" else str(outcome)
+            if outcome != "exit" or e.get("exit_code") not in (0, None):
+                failed.append(e)
+            cmd = _cell(str(e.get("command", ""))[:300])
+            out.append(f"| {when} | {node} | {e.get('action')} | `{cmd}` | {result} |")
+        elif ev in _EVENT_TEXT:
+            out.append(f"| {when} | {node} | {ev} | {_cell(_EVENT_TEXT[ev](e))} | |")
+    for e in open_cmds.values():
+        when = _when(float(e.get("time", 0)))
+        cmd = _cell(str(e.get("command", ""))[:300])
+        out.append(
+            f"| {when} | {e.get('node') or '—'} | {e.get('action')} | `{cmd}` "
+            "| **started, no end recorded: it may have half-run** |"
+        )
+    out.append("")
+    for e in failed[-5:]:
+        how = e.get("outcome") if e.get("outcome") != "exit" else f"exit {e.get('exit_code')}"
+        out += [f"Output of `{e.get('action')}` on {e.get('node')} ({how}):", ""]
+        out += _fence(str(e.get("output_tail", "")))
+        out.append("")
+    return out
 
 
 def versions_from_sections(sections: Mapping[str, tuple[int, str]]) -> dict[str, str]:

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from spark_tui.sim.world import SimWorld
 
 # CPU-side memory of a running engine (API server, driver, Ray workers, pinned buffers):
-# GB10-FACTS.md: ~9 GiB system-used during a run; the head carries the API server too.
+# ~9 GiB system-used during a run (public GB10 reports); the head carries the API server too.
 CPU_OVERHEAD_HEAD_GIB = 9.0
 CPU_OVERHEAD_WORKER_GIB = 7.0
 LEAK_GIB = 33.0  # "each failed container run … leaked ~33 GB" (seed 000)
@@ -60,6 +60,7 @@ class Engine:
     start: float
     sink: TimedLog | None
     rank_containers: list[SimContainer] = field(default_factory=list)
+    argv_in: dict[str, list[str]] = field(default_factory=dict)  # container id -> its command
     members: dict[str, Member] = field(default_factory=dict)
     pid: int = 0
     api_pid: int = 0

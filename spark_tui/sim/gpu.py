@@ -1,4 +1,4 @@
-"""`nvidia-smi` as it prints on a GB10 (fixtures/real/GB10-FACTS.md, formats of h200/*):
+"""`nvidia-smi` as it prints on a GB10 (memory [N/A]: Syllo/nvtop#426; the layout of real H200 captures kept with the tests):
 name `NVIDIA GB10`, memory columns `[N/A]` / `Not Supported`, dmon memory % at 0 whatever
 the load, per-process memory that does work."""
 

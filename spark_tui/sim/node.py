@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 GIB = float(1 << 30)
 KIB = 1024
-# What /proc/meminfo reports on a DGX Spark (GB10-FACTS.md: MemTotal ~127.6 M kB).
+# What /proc/meminfo reports on a DGX Spark (MemTotal ~127.6 M kB).
 MEM_TOTAL_KB = 127_600_000
 MEM_TOTAL_GIB = MEM_TOTAL_KB * KIB / GIB  # ≈ 121.7 GiB
 CUDA_TOTAL_GIB = 119.67  # what CUDA reports as device memory (seed 001's vLLM line)

@@ -47,6 +47,9 @@ class SimTransport(Transport):
         if not self.node.is_up():
             raise NodeUnreachable(self.name, self.node.down_reason(), self.node.down_from)
 
+    def connect(self) -> None:
+        self._check()
+
     def _ctx(self) -> Ctx:
         return Ctx(self.world, self.node, None, dict(BASE_ENV))
 

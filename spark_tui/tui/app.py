@@ -1,6 +1,6 @@
 """The spark-tui application: composition, bindings and message routing only.
 
-The engines live behind `ClusterSession` (spark_tui.tui.session); the monitor's
+The engines live behind the core session (spark_tui.session); the monitor's
 events arrive through the EventPump and are routed to the screen showing them.
 """
 
@@ -14,12 +14,12 @@ from textual.app import App
 from textual.binding import Binding
 
 from spark_tui.errors import SparkTuiError
+from spark_tui.session import Session
 from spark_tui.tui.commands import SparkCommands
 from spark_tui.tui.event_pump import EventPump
 from spark_tui.tui.messages import ActionFinished, EventsPending
 from spark_tui.tui.screens.help_screen import HelpScreen
 from spark_tui.tui.screens.main_screen import MainScreen
-from spark_tui.tui.session import ClusterSession
 
 DRAIN_INTERVAL_S = 0.15
 
@@ -39,15 +39,17 @@ class SparkTuiApp(App[int]):
 
     def __init__(
         self,
-        session: ClusterSession,
+        session: Session,
         *,
         live: bool = True,
+        autoplay: bool = False,
         scrollback: int = 100_000,
         max_pending_lines: int = 50_000,
     ) -> None:
         super().__init__()
         self.session = session
         self.live = live
+        self.autoplay = autoplay  # a simulated scenario launches its recipe by itself
         self.scrollback = scrollback
         self.pump = EventPump(self._wake, max_pending_lines=max_pending_lines)
         self._last_drain = 0.0
@@ -70,9 +72,12 @@ class SparkTuiApp(App[int]):
             except SparkTuiError as exc:
                 self.main_screen.set_last_action(f"monitor not started: {exc}", False)
                 self.notify(str(exc), title="Live monitor", severity="error", timeout=10)
+            else:
+                if self.autoplay and self.session.simulated:
+                    self.main_screen.play_scenario()
 
     def on_unmount(self) -> None:
-        self.session.stop()
+        self.session.stop_watching()  # whoever opened the session closes it
 
     # --- routing ----------------------------------------------------------------
     def on_events_pending(self, _message: EventsPending) -> None:

@@ -10,6 +10,7 @@ ACTIONS = (
     ("Apply the selected fix", "apply_fix", "preview the commands per node, confirm, run, verify"),
     ("Next fix of the selected diagnosis", "next_fix", "mark the next fix in order"),
     ("Relaunch the recipe", "relaunch", "stop the stack, drop caches, launch, smoke request"),
+    ("Stop serving", "stop_stack", "stop the serving stack and Ray on every node (logs kept)"),
     ("Guided bring-up", "bringup", "cluster, recipe, doctor, fixes, Ray, launch, smoke"),
     ("Doctor", "doctor", "read-only preflight of every node"),
     ("Log source / merged", "cycle_log_source", "merged, then each node"),

@@ -14,10 +14,10 @@ def scrollback_lines() -> int:
 def run_tui(config: str | None, read_only: bool, scenario: str | None) -> int:
     """The TUI on cluster.yaml, or on the simulated cluster (with `scenario`, or when
     there is no cluster.yaml)."""
+    from spark_tui.session import open_cluster
     from spark_tui.tui.app import SparkTuiApp
-    from spark_tui.tui.session import ClusterSession
 
-    session = ClusterSession.open(config, read_only=read_only, scenario=scenario)
-    app = SparkTuiApp(session, scrollback=scrollback_lines())
-    app.run()
+    with open_cluster(config, scenario=scenario, read_only=read_only) as session:
+        app = SparkTuiApp(session, autoplay=session.simulated, scrollback=scrollback_lines())
+        app.run()
     return app.return_code or 0

@@ -2,7 +2,7 @@
 
 The header names the columns (`# gpu pwr gtemp mtemp sm mem …` for `-s pu`,
 `# gpu sm mem …` for `-s u`), so the parser reads them instead of assuming an
-order. On GB10 `mem` reads 0 whatever the load (GB10-FACTS.md).
+order. On GB10 `mem` reads 0 whatever the load (no framebuffer: Syllo/nvtop#426).
 """
 
 from __future__ import annotations

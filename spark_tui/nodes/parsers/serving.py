@@ -17,6 +17,12 @@ _CAPTURE_START = re.compile(r"Capturing (?:CUDA graphs?|cudagraph|batches)", re.
 _SERVING = re.compile(
     r"Application startup complete|Uvicorn running on|The server is fired up and ready to roll"
 )
+# An engine starting (again): after a crash only these lines mean a new start; the
+# traceback and shutdown lines that follow a crash do not.
+_STARTING = re.compile(
+    r"vLLM API server version|Starting vLLM API server|Initializing a V1 LLM engine"
+    r"|server_args=ServerArgs\(|Launch sglang server|sglang\.launch_server"
+)
 _CRASHED = re.compile(
     r"EngineDeadError|Engine core initialization failed|died unexpectedly|"
     r"RuntimeError: Engine process failed to start"
@@ -46,6 +52,10 @@ class ServingTracker:
     def _set(self, **changes: object) -> None:
         self.state = dataclasses.replace(self.state, **changes)
 
+    def reset(self, phase: str, now: float) -> None:
+        """A new launch attempt: nothing of the last one's progress counts."""
+        self.state = ServingState(phase=phase, progress_at=now)
+
     def mark_crashed(self) -> None:
         """The knowledge base recognised an error wall in this log: the engine stopped."""
         self._set(phase="crashed")
@@ -59,6 +69,8 @@ class ServingTracker:
                 self._set(requests_running=float(m.group(2)), tok_s=0.0)
             return self.state
         self._set(last_log_at=now)
+        if s.phase == "crashed" and not _STARTING.search(line):
+            return self.state  # what a dead engine prints last does not revive it
         if s.phase in ("stopped", "crashed"):
             self._set(phase="starting", progress_at=now)
         if m := _CAPTURE.search(line):

@@ -12,6 +12,20 @@ from spark_tui.sim.shell.interpreter import dispatch
 from spark_tui.sim.shell.textutils import count_opt
 
 
+def _matches(c: dk.SimContainer, key: str, value: str) -> bool:
+    """One `docker ps --filter KEY=VALUE` (name: a regular expression searched in the name)."""
+    if key == "label":
+        lk, _, lv = value.partition("=")
+        return lk in c.labels and (not lv or c.labels[lk] == lv)
+    if key == "name":
+        return re.search(value, c.name) is not None
+    if key == "status":
+        return c.state == value
+    if key == "ancestor":
+        return c.image == value or c.image.split(":")[0] == value
+    return True
+
+
 def _ps(sub: str, args: list[str], ctx: Ctx, stdin: str) -> Out:
     """docker ps: the node's containers (running, or all with -a), filtered, formatted."""
     node = ctx.node
@@ -29,16 +43,15 @@ def _ps(sub: str, args: list[str], ctx: Ctx, stdin: str) -> Out:
             filters.append(args[i + 1])
             i += 1
         i += 1
-    rows = [c for c in node.containers.values() if show_all or c.running]
+    # docker ps lists what is up: running, and restarting under a restart policy
+    rows = [c for c in node.containers.values() if show_all or c.running or c.state == "restarting"]
+    by_key: dict[str, list[str]] = {}
     for f in filters:
         k, _, v = f.partition("=")
-        if k == "label":
-            lk, _, lv = v.partition("=")
-            rows = [c for c in rows if lk in c.labels and (not lv or c.labels[lk] == lv)]
-        elif k == "name":
-            rows = [c for c in rows if v in c.name]
-        elif k == "status":
-            rows = [c for c in rows if c.state == v]
+        by_key.setdefault(k, []).append(v)
+    # as docker does: filters of one key are OR'ed, different keys AND'ed
+    for k, values in by_key.items():
+        rows = [c for c in rows if any(_matches(c, k, v) for v in values)]
     if quiet:
         return Out(0, "".join(c.id[:12] + "\n" for c in rows))
     if fmt is not None and "json" in fmt:
@@ -189,7 +202,7 @@ def _lifecycle(sub: str, args: list[str], ctx: Ctx, stdin: str) -> Out:
             rc = 1
             continue
         if sub in ("stop", "kill"):
-            if c.running:
+            if c.running or c.state == "restarting":  # a stop ends a restart loop too
                 c.stopped_by_user = True
                 c.stop(
                     now,

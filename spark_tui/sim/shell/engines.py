@@ -82,6 +82,7 @@ def _serve(argv: list[str], ctx: Ctx, stdin: str) -> Out:
         _join_sglang(ctx, spec, argv, sink)
     else:
         e = Engine(world, spec, ctx.node, c, now, sink)
+        e.argv_in[c.id] = list(argv)
         e.plan()
         world.engines.append(e)
         http.serve(world, e)
@@ -125,6 +126,7 @@ def _join_sglang(ctx: Ctx, spec: object, argv: list[str], sink: TimedLog | None)
         m = e.member(r.node, i, r.sink, is_head=i == 0)  # type: ignore[arg-type]
         e.members[r.node.name] = m
         e.rank_containers.append(r.container)
+        e.argv_in[r.container.id] = list(r.argv)
     e.plan()
     world.engines.append(e)
     http.serve(world, e)

@@ -60,6 +60,47 @@ def _dmesg(argv: list[str], ctx: Ctx, stdin: str) -> Out:
     return Out(0, "".join(line + "\n" for t, line in ctx.node.dmesg if t <= now))
 
 
+def _ps(argv: list[str], ctx: Ctx, stdin: str) -> Out:
+    """`ps -ww -eo pid=,args=`: the processes the host sees in its running containers — each
+    container's main command, Ray's raylet (and gcs_server on the head), the engines."""
+    world, node = ctx.world, ctx.node
+    now = world.clock.now()
+    rows: list[tuple[int, str]] = []
+    for c in node.containers.values():
+        if not c.running:
+            continue
+        base = 1000 + int(c.id[:4], 16) % 50000
+        if c.command:
+            rows.append((base, " ".join(c.command)))
+        if c.ray is not None:
+            ray_dir = "/usr/local/lib/python3.12/dist-packages/ray/core/src/ray"
+            if c.ray.head:
+                rows.append((base + 3, f"{ray_dir}/gcs/gcs_server --gcs_server_port=6379"))
+            rows.append((base + 5, f"{ray_dir}/raylet/raylet --node_ip_address={c.ray.node_ip}"))
+        for e in world.engines_in(c):
+            if e.alive(now) and c.id in e.argv_in:
+                rows.append((e.pid if e.container is c else base + 7, " ".join(e.argv_in[c.id])))
+    text = "".join(f"{pid:>7} {args}\n" for pid, args in sorted(rows))
+    return Out(0, text)
+
+
+def _hf(argv: list[str], ctx: Ctx, stdin: str) -> Out:
+    """`hf download REPO [--force-download]` (and `huggingface-cli download`): a forced
+    download replaces a truncated shard; a plain one trusts the cached blob, as the Hub
+    client does."""
+    from dataclasses import replace
+
+    args = argv[1:]
+    if not args or args[0] != "download" or len(args) < 2:
+        return Out(2, "", f"usage: {argv[0]} download REPO_ID [FILES...] [--force-download]\n")
+    repo = args[1]
+    world = ctx.world
+    if "--force-download" in args and world.faults.corrupt_shard is not None:
+        world.faults = replace(world.faults, corrupt_shard=None)
+    path = f"/root/.cache/huggingface/hub/models--{repo.replace('/', '--')}"
+    return Out(0, f"Fetching files of {repo}: 100%\n{path}/snapshots/main\n")
+
+
 def _journalctl(argv: list[str], ctx: Ctx, stdin: str) -> Out:
     return Out(0, "-- No entries --\n")
 
@@ -75,4 +116,7 @@ COMMANDS = {
     "systemctl": Command(_reboot, HOST),
     "dmesg": Command(_dmesg, HOST),
     "journalctl": Command(_journalctl, HOST),
+    "ps": Command(_ps, HOST),
+    "hf": Command(_hf, HOST),
+    "huggingface-cli": Command(_hf, HOST),
 }

@@ -2,7 +2,7 @@
 
 Each step shows what it runs; a failed step lands on its diagnosis with the fix
 ready (`a`); running the step again resumes from there. The steps are run by
-the bring-up engine behind `ClusterSession.bringup()`.
+the guided bring-up of the core session (`Session.bringup()`).
 """
 
 from __future__ import annotations
@@ -28,15 +28,15 @@ from textual.widgets import (
     Static,
 )
 
+from spark_tui.bringup import BRINGUP_STEPS, StepOutcome
 from spark_tui.errors import SparkTuiError
 from spark_tui.events import ActionProgress, NodeSampled
-from spark_tui.tui.bringup_driver import BRINGUP_STEPS, StepOutcome
+from spark_tui.session import Session
 from spark_tui.tui.event_pump import Batch
 from spark_tui.tui.formatting import serving_text
 from spark_tui.tui.messages import ActionFinished, ProgressReported
 from spark_tui.tui.screens.confirm_modal import ConfirmModal
 from spark_tui.tui.screens.fix_modal import FixModal
-from spark_tui.tui.session import ClusterSession
 from spark_tui.tui.widgets.cluster_form import ClusterForm
 from spark_tui.tui.widgets.recipe_chooser import RecipeChooser
 
@@ -52,7 +52,7 @@ class BringUpScreen(Screen):
         Binding("escape", "back", "Main screen"),
     ]
 
-    def __init__(self, session: ClusterSession) -> None:
+    def __init__(self, session: Session) -> None:
         super().__init__(id="bringup")
         self.session = session
         self.driver = session.bringup()
@@ -129,11 +129,7 @@ class BringUpScreen(Screen):
                 fix = next((f for f in d.wall.fixes if f.id in d.fixes()), None)
                 if fix is not None:
                     text.append(f"Fix ready (a): {fix.title} [{fix.risk}]\n", style="yellow")
-                    try:
-                        lines = self.session.fix_lines(d, fix)
-                    except SparkTuiError as exc:
-                        lines = [f"# cannot plan it here: {exc}"]
-                    for line in lines:
+                    for line in self.session.fix_lines(d, fix):
                         text.append(f"  {line}\n", style="dim" if line.startswith("#") else "cyan")
                 text.append("Then g runs the step again (the bring-up resumes here).", style="dim")
         else:
@@ -177,7 +173,7 @@ class BringUpScreen(Screen):
     @work(thread=True, exclusive=True, exit_on_error=False, group="bringup-detect")
     def detect_interfaces(self, hosts: list[str], user: str | None) -> None:
         try:
-            names, preferred, note = self.session.detect_interfaces(hosts, user)
+            names, preferred, note = self.driver.detect_interfaces(hosts, user)
         except SparkTuiError as exc:
             names, preferred, note = [], None, str(exc)
         self.app.call_from_thread(
@@ -201,11 +197,6 @@ class BringUpScreen(Screen):
     def action_run_step(self) -> None:
         if self.step in ("cluster", "recipe"):
             self.notify("Fill in the form (cluster) or pick a recipe with Enter.")
-            return
-        if self.session.read_only and self.step != "doctor":
-            msg = f"read-only: refused to run the {self.step} step (started with --read-only)"
-            self.notify(msg, severity="error")
-            self.app.post_message(ActionFinished("bring-up", False, msg))
             return
         self.query_one("#step-log", Log).clear()
         self.driver.mark(self.step, "running")
@@ -276,8 +267,8 @@ class BringUpScreen(Screen):
             self.notify(f"{d.wall.id} has no fix to apply.", severity="warning")
             return
         try:
-            preview = self.session.preview_fix(d, fix)
+            plan = self.session.plan_fix(d, fix)
         except SparkTuiError as exc:
             self.notify(str(exc), severity="error")
             return
-        self.app.push_screen(FixModal(self.session, d, preview))
+        self.app.push_screen(FixModal(self.session, plan))

@@ -1,4 +1,5 @@
-"""Apply a fix: preview the exact commands per node, confirm, stream the run, show the verify."""
+"""Run a plan (a wall's fix, a relaunch, a stop): preview the exact commands per node,
+confirm, stream the run, show how it ended and what was checked."""
 
 from __future__ import annotations
 
@@ -14,83 +15,97 @@ from textual.widgets import Button, Log, Static
 
 from spark_tui.errors import SparkTuiError
 from spark_tui.events import ActionProgress
-from spark_tui.kb.diagnosis import Diagnosis
+from spark_tui.remedy.fixes import FixPlan
+from spark_tui.session import Session
 from spark_tui.tui.messages import ActionFinished, ProgressReported
-from spark_tui.tui.session import ClusterSession, FixPreview
+
+RISK_STYLE = {"safe": "green", "disruptive": "yellow", "destructive": "bold red"}
+DIFF_STYLE = {"-": "red", "+": "green", "@": "magenta"}
+
+
+def plan_text(lines: list[str], note: str = "") -> Text:
+    """A plan as it will run: '# on NODE:' headers bold, notes dim, recipe diffs coloured,
+    commands as typed at a prompt (only commands get the `$`)."""
+    t = Text()
+    in_diff = False
+    for line in lines:
+        if line.startswith("# on "):
+            in_diff = False
+            t.append(line[2:] + "\n", style="bold")
+        elif line.startswith("#"):
+            in_diff = "gets a new revision" in line
+            t.append(f"  {line}\n", style="dim")
+        elif line.startswith(("---", "+++")) or (in_diff and line[:1] in ("-", "+", "@", " ")):
+            in_diff = True
+            t.append(f"    {line}\n", style=DIFF_STYLE.get(line[:1], "dim"))
+        else:
+            t.append(f"  $ {line}\n", style="cyan")
+    if note:
+        t.append(f"\n{' '.join(note.split())}\n", style="italic")
+    return t
 
 
 class FixModal(ModalScreen[bool]):
-    """Preview → (confirm) → running → applied/failed; dismisses with whether it worked."""
+    """Preview → (confirm) → running → done; dismisses with whether it worked."""
 
     BINDINGS: ClassVar = [
-        Binding("y", "confirm", "Yes, apply"),
+        Binding("y", "confirm", "Yes, run it"),
         Binding("n", "cancel", "No"),
         Binding("escape", "cancel", "Cancel"),
     ]
 
-    def __init__(self, session: ClusterSession, diagnosis: Diagnosis, preview: FixPreview) -> None:
+    def __init__(self, session: Session, plan: FixPlan, action: str = "fix") -> None:
         super().__init__(classes="fix-modal")
         self.session = session
-        self.diagnosis = diagnosis
-        self.preview = preview
+        self.plan = plan
+        self.action = action  # fix | relaunch | stop: the status line's word for it
         self.phase = "preview"  # preview | running | done
         self.result: bool = False
 
     def compose(self) -> ComposeResult:
-        p = self.preview
         with Vertical(id="fix-dialog"):
             yield Static(self._title(), id="fix-title")
             with VerticalScroll(id="fix-commands"):
-                yield Static(self._commands_text(), id="fix-preview")
+                yield Static(
+                    plan_text(self.plan.preview_lines()[1:], self.plan.fix.note), id="fix-preview"
+                )
             yield Static(self._question(), id="fix-question")
             yield Log(id="fix-output", max_lines=2000, classes="-hidden")
             with Horizontal(id="fix-buttons"):
                 yield Button("Cancel (n)", id="cancel", variant="default")
                 yield Button(
-                    "Apply (y)",
+                    "Run (y)",
                     id="apply",
-                    variant="warning" if p.needs_confirmation else "primary",
+                    variant="warning" if self.plan.needs_confirmation else "primary",
                 )
 
     def on_mount(self) -> None:
-        # for disruptive/destructive fixes the safe answer has focus first
-        self.query_one("#cancel" if self.preview.needs_confirmation else "#apply", Button).focus()
+        # for disruptive/destructive plans the safe answer has focus first
+        self.query_one("#cancel" if self.plan.needs_confirmation else "#apply", Button).focus()
 
     def _title(self) -> Text:
-        f = self.preview.fix
+        f = self.plan.fix
         t = Text()
-        t.append(f"Apply fix: {f.title}\n", style="bold")
-        t.append(f"for {self.preview.wall} · risk ")
-        t.append(f.risk, style={"safe": "green", "disruptive": "yellow"}.get(f.risk, "bold red"))
+        t.append(f"{f.title}\n", style="bold")
+        if self.plan.wall and self.plan.wall != f.id:
+            t.append(f"for {self.plan.wall} · ")
+        t.append("risk ")
+        t.append(f.risk, style=RISK_STYLE.get(f.risk, ""))
         t.append(" · needs root" if f.root else "")
         return t
 
-    def _commands_text(self) -> Text:
-        """The engine's plan as it will run: notes dim, commands as typed at a prompt."""
-        t = Text()
-        for line in self.preview.lines()[1:]:
-            if line.startswith("# on "):
-                t.append(line[2:] + "\n", style="bold")
-            elif line.startswith(("#", "---", "+++", "@@", "-", "+")):
-                t.append(f"  {line}\n", style="dim" if line.startswith("#") else "yellow")
-            else:
-                t.append(f"  $ {line}\n", style="cyan")
-        if self.preview.fix.note:
-            t.append(f"\n{' '.join(self.preview.fix.note.split())}\n", style="italic")
-        return t
-
     def _question(self) -> Text:
-        p = self.preview
+        p = self.plan
         if self.session.read_only:
             return Text(
-                "Read-only: this fix will not be applied (started with --read-only).",
+                "Read-only (started with --read-only): this shows what would run; nothing will.",
                 style="bold red",
             )
-        nodes = ", ".join(p.nodes) or "no node (recipe change only)"
         if p.needs_confirmation:
             style = "bold red" if p.fix.risk == "destructive" else "bold yellow"
-            return Text(f"{p.plan.confirmation_prompt()}  y / n", style=style)
-        return Text(f"Runs on {nodes}. Apply? y / n")
+            return Text(f"{p.confirmation_prompt()}  y / n", style=style)
+        nodes = ", ".join(p.nodes) or "no node (a recipe change only)"
+        return Text(f"Runs on {nodes}. Run it? y / n")
 
     # --- actions ----------------------------------------------------------------
     def on_button_pressed(self, event: Button.Pressed) -> None:
@@ -101,7 +116,7 @@ class FixModal(ModalScreen[bool]):
 
     def action_cancel(self) -> None:
         if self.phase == "running":
-            self.notify("The fix is running; wait for it to finish.", severity="warning")
+            self.notify("It is running; wait for it to finish.", severity="warning")
             return
         self.dismiss(self.result)
 
@@ -110,36 +125,32 @@ class FixModal(ModalScreen[bool]):
             if self.phase == "done":
                 self.dismiss(self.result)
             return
-        if self.session.read_only:
-            msg = f"read-only: refused to apply {self.preview.fix.id} (started with --read-only)"
-            self.notify(msg, severity="error")
-            self.app.post_message(ActionFinished("fix", False, msg))
-            return
         self.phase = "running"
         self.query_one("#fix-output", Log).remove_class("-hidden")
         self.query_one("#fix-question", Static).update(Text("Running…", style="bold"))
         self.query_one("#apply", Button).disabled = True
-        self.query_one("#cancel", Button).disabled = True
-        self.run_fix()
+        self.query_one("#cancel", Button).display = False
+        self.run_plan()
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="fix")
-    def run_fix(self) -> None:
-        allowed = set(self.preview.nodes)
+    def run_plan(self) -> None:
+        allowed = set(self.plan.nodes)
 
         def confirm(_prompt: str, nodes: tuple[str, ...]) -> bool:
             # the user confirmed in this modal, for the nodes it named; nothing more
             return set(nodes) <= allowed
 
         def progress(p: ActionProgress) -> None:
-            self.post_message(ProgressReported("fix", p))
+            self.post_message(ProgressReported(self.action, p))
 
         try:
-            ok, summary = self.session.apply_fix(self.preview, confirm, progress)
-        except SparkTuiError as exc:
+            result = self.session.apply(self.plan, confirm, progress)
+            ok, summary = result.ok, result.summary()
+        except SparkTuiError as exc:  # refused (read-only, another change running, journal)
             ok, summary = False, str(exc)
         except Exception as exc:  # an engine bug must end the modal, not hang it
             ok, summary = False, f"{type(exc).__name__}: {exc}"
-        self.post_message(ActionFinished("fix", ok, summary))
+        self.app.call_from_thread(self._finished, ok, summary)
 
     def on_progress_reported(self, message: ProgressReported) -> None:
         message.stop()
@@ -150,22 +161,23 @@ class FixModal(ModalScreen[bool]):
             line += f": $ {p.command}"
         if p.detail:
             line += f"\n        {p.detail}"
-        self.query_one("#fix-output", Log).write_line(line)
+        log = self.query_one("#fix-output", Log)
+        log.write_line(line)
+        log.scroll_end(animate=False)
 
-    def on_action_finished(self, message: ActionFinished) -> None:
-        message.stop()
+    def _finished(self, ok: bool, summary: str) -> None:
+        """The run ended (UI thread): say how, and tell the app once (its status line)."""
         self.phase = "done"
-        self.result = message.ok
-        verdict = "Applied and verified: " if message.ok else "Failed: "
+        self.result = ok
+        verdict = "Done — " if ok else "Failed — "
         self.query_one("#fix-question", Static).update(
             Text(
-                verdict + message.summary + "   (Enter or Escape closes)",
-                style="bold green" if message.ok else "bold red",
+                verdict + summary + "   (Enter or Escape closes)",
+                style="bold green" if ok else "bold red",
             )
         )
         apply = self.query_one("#apply", Button)
         apply.label = "Close"
         apply.disabled = False
         apply.focus()
-        # the app records the outcome in the status line too
-        self.app.post_message(ActionFinished("fix", message.ok, message.summary))
+        self.app.post_message(ActionFinished(self.action, ok, summary))

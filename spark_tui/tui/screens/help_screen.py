@@ -14,7 +14,8 @@ from textual.widgets import Static
 KEYS = (
     ("a", "apply the selected fix: preview the exact commands per node, confirm, run, verify"),
     ("]", "mark the next fix of the selected diagnosis"),
-    ("r", "relaunch the recipe (stop the stack, drop caches, launch, smoke request)"),
+    ("r", "relaunch the recipe: preview, confirm, then stop, drop caches, launch, smoke request"),
+    ("s", "stop serving and Ray on every node (preview, confirm; logs are kept)"),
     ("b", "guided bring-up: cluster, recipe, doctor, fixes, Ray, launch, smoke, tok/s"),
     ("d", "doctor: read-only preflight of every node"),
     ("l", "log source: cycle merged → each node"),

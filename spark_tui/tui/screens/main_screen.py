@@ -14,7 +14,14 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, Label
 
 from spark_tui.errors import SparkTuiError
-from spark_tui.events import ActionProgress, DiagnosisRaised, NodeSampled, ReachabilityChanged
+from spark_tui.events import (
+    ActionProgress,
+    DiagnosisRaised,
+    DiagnosisResolved,
+    NodeSampled,
+    ReachabilityChanged,
+)
+from spark_tui.session import Session
 from spark_tui.tui.event_pump import Batch
 from spark_tui.tui.messages import (
     ActionFinished,
@@ -26,15 +33,11 @@ from spark_tui.tui.messages import (
 )
 from spark_tui.tui.screens.fix_modal import FixModal
 from spark_tui.tui.screens.output_screen import OutputScreen
-from spark_tui.tui.session import ClusterSession
 from spark_tui.tui.widgets.diagnoses_table import DiagnosesTable
 from spark_tui.tui.widgets.diagnosis_detail import DiagnosisDetail
 from spark_tui.tui.widgets.log_view import LogView
 from spark_tui.tui.widgets.node_pane import NodePane
 from spark_tui.tui.widgets.status_line import StatusLine
-
-# actions that change a node, refused under --read-only
-CHANGING = {"relaunch": "relaunch the recipe", "undo": "undo the last recipe patch"}
 
 
 class MainScreen(Screen):
@@ -45,6 +48,7 @@ class MainScreen(Screen):
         Binding("a", "apply_fix", "Apply fix"),
         Binding("right_square_bracket", "next_fix", "Next fix", show=False),
         Binding("r", "relaunch", "Relaunch"),
+        Binding("s", "stop_stack", "Stop"),
         Binding("d", "doctor", "Doctor"),
         Binding("l", "cycle_log_source", "Log src"),
         Binding("slash", "search", "Search"),
@@ -53,7 +57,7 @@ class MainScreen(Screen):
         Binding("e", "export_report", "Export"),
     ]
 
-    def __init__(self, session: ClusterSession, scrollback: int = 100_000) -> None:
+    def __init__(self, session: Session, scrollback: int = 100_000) -> None:
         super().__init__(id="main")
         self.session = session
         self.scrollback = scrollback
@@ -89,10 +93,7 @@ class MainScreen(Screen):
         self.query_one("#nodes", Grid).add_class(f"-cols-{min(3, max(1, n))}")
 
     def _fix_lines(self, diagnosis, fix) -> list[str]:
-        try:
-            return self.session.fix_lines(diagnosis, fix)
-        except SparkTuiError as exc:  # e.g. a wall seen on a node the cluster no longer has
-            return [f"# cannot render for this cluster: {exc}"]
+        return self.session.fix_lines(diagnosis, fix)
 
     # --- engine events (routed here by the app) -----------------------------------
     def apply_batch(self, batch: Batch) -> None:
@@ -119,6 +120,10 @@ class MainScreen(Screen):
                 key = table.upsert(event.diagnosis)
                 self._auto_select(key, event.diagnosis, event.new)
                 self.post_message(DiagnosisShown(event.diagnosis, event.new))
+            elif isinstance(event, DiagnosisResolved):
+                key = table.upsert(event.diagnosis)
+                if key == self.selected_key:
+                    self._show_diagnosis(key)
             elif isinstance(event, ActionProgress):
                 self.set_last_action(f"{event.step}: {event.status}", event.status != "failed")
 
@@ -214,24 +219,25 @@ class MainScreen(Screen):
         if diagnosis is None or fix is None:
             self.notify("Select a diagnosis with a fix first.", severity="warning")
             return
+        self._preview("fix", lambda: self.session.plan_fix(diagnosis, fix))
+
+    def action_relaunch(self) -> None:
+        self._preview("relaunch", self.session.plan_launch)
+
+    def action_stop_stack(self) -> None:
+        self._preview("stop", self.session.plan_stop)
+
+    def _preview(self, action: str, make_plan: Callable) -> None:
+        """Plan it and show the plan (preview == run); the modal confirms and runs it."""
         try:
-            preview = self.session.preview_fix(diagnosis, fix)
+            plan = make_plan()
         except SparkTuiError as exc:
             self.notify(str(exc), severity="error")
+            self.set_last_action(f"{action}: {exc}", False)
             return
-        self.app.push_screen(FixModal(self.session, diagnosis, preview))
-
-    def _refused(self, action: str) -> bool:
-        if self.session.read_only and action in CHANGING:
-            msg = f"read-only: refused to {CHANGING[action]} (started with --read-only)"
-            self.notify(msg, severity="error")
-            self.set_last_action(msg, False)
-            return True
-        return False
+        self.app.push_screen(FixModal(self.session, plan, action))
 
     def _start(self, action: str, title: str, job: Callable) -> None:
-        if self._refused(action):
-            return
         self.output = OutputScreen(title)
         self.app.push_screen(self.output)
         self.set_last_action(f"{action}: running", None)
@@ -244,26 +250,48 @@ class MainScreen(Screen):
 
         try:
             ok, summary = job(progress)
-        except SparkTuiError as exc:
+        except SparkTuiError as exc:  # refused (read-only), bad input, a node that failed
             ok, summary = False, str(exc)
         except Exception as exc:  # an engine bug is a failed action, not a dead UI
             ok, summary = False, f"{type(exc).__name__}: {exc}"
         self.post_message(ActionFinished(action, ok, summary))
 
-    def action_relaunch(self) -> None:
-        self._start("relaunch", "Relaunch the recipe", self.session.relaunch)
+    def play_scenario(self) -> None:
+        """A simulated scenario plays its story: its recipe is launched, as its people did."""
+        self.set_last_action("launching the scenario's recipe (simulated cluster)", None)
+        self.run_action_worker("launch", self._launch_job)
+
+    def _launch_job(self, progress: Callable[[ActionProgress], None]) -> tuple[bool, str]:
+        result = self.session.apply(self.session.plan_launch(), progress=progress, yes=True)
+        return result.ok, result.summary()
 
     def action_doctor(self) -> None:
-        self._start("doctor", "Doctor: read-only preflight", self.session.doctor)
+        self._start("doctor", "Doctor: read-only preflight", self._doctor_job)
+
+    def _doctor_job(self, progress: Callable[[ActionProgress], None]) -> tuple[bool, str]:
+        from spark_tui.bringup import doctor_summary
+
+        report = self.session.doctor()
+        words = {"pass": "ok", "fail": "failed", "warn": "warning", "skip": "skipped"}
+        for c in report.checks:
+            progress(ActionProgress(c.id, c.node, None, words[c.status], c.detail))
+        ok = bool(report.reachable) and not any(c.status == "fail" for c in report.checks)
+        return ok, doctor_summary(report)
 
     def action_undo(self) -> None:
-        self._start("undo", "Undo the last recipe patch", lambda _p: self.session.undo_patch())
+        def job(_progress: Callable) -> tuple[bool, str]:
+            back = self.session.undo()
+            return True, f"recipe {back.id} back to revision {back.revision}"
+
+        self._start("undo", "Undo the last recipe patch", job)
 
     def action_export_report(self) -> None:
         diagnoses = list(self.query_one(DiagnosesTable).diagnoses.values())
-        self._start(
-            "export", "Export the incident report", lambda _p: self.session.export_report(diagnoses)
-        )
+
+        def job(_progress: Callable) -> tuple[bool, str]:
+            return True, f"written to {self.session.export_report(diagnoses)}"
+
+        self._start("export", "Export the incident report", job)
 
     def on_progress_reported(self, message: ProgressReported) -> None:
         if self.output is not None and self.output.is_attached:

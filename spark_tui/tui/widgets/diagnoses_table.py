@@ -44,22 +44,23 @@ class DiagnosesTable(DataTable):
             self.add_column(label, key=key, width=width)
 
     def upsert(self, d: Diagnosis) -> str:
-        """Add or update the row of a diagnosis; returns its key."""
+        """Add or update the row of a diagnosis (a resolved one dimmed); returns its key."""
         key = diagnosis_key(d)
         self.diagnoses[key] = d
         seen = clock_hms(d.last_seen or d.first_seen)
+        wall = Text(d.wall.id, style="" if d.active else "dim strike")
+        severity = (
+            Text(d.severity, style=SEVERITY_STYLE.get(d.severity, ""))
+            if d.active
+            else Text("resolved", style="dim")
+        )
         if key in self.rows:
             self.update_cell(key, "seen", seen)
             self.update_cell(key, "count", str(d.count))
+            self.update_cell(key, "wall", wall)
+            self.update_cell(key, "severity", severity)
         else:
-            self.add_row(
-                d.wall.id,
-                d.node or d.source,
-                str(d.count),
-                Text(d.severity, style=SEVERITY_STYLE.get(d.severity, "")),
-                seen,
-                key=key,
-            )
+            self.add_row(wall, d.node or d.source, str(d.count), severity, seen, key=key)
         # newest first by the time itself; equal times in a fixed order (wall, node), never
         # in the order events happened to arrive
         self._order[(d.wall.id, d.node or d.source)] = (d.last_seen or d.first_seen,)

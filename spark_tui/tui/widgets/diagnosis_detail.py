@@ -70,8 +70,11 @@ class DiagnosisDetail(VerticalScroll):
             return Text("Select a diagnosis to see its cause, evidence and fixes.", style="dim")
         wall = d.wall
         out = Text()
-        out.append(f"{wall.title}\n", style="bold")
-        out.append(f"{wall.id} · {wall.severity} · {d.node or d.source}\n\n")
+        out.append(f"{wall.title}\n", style="bold" if d.active else "bold dim")
+        out.append(f"{wall.id} · {wall.severity} · {d.node or d.source}\n")
+        if not d.active:
+            out.append(f"Resolved: {d.resolution}\n", style="green")
+        out.append("\n")
         out.append(" ".join(wall.summary.split()) + "\n")
         if wall.explain:
             out.append(" ".join(wall.explain.split()) + "\n", style="italic")

@@ -115,7 +115,9 @@ class NodePane(Vertical):
             running = [c.name for c in state.containers if c.state == "running"]
             containers = f"containers: {', '.join(running) if running else 'none running'}"
         if state.ray is not None:
-            ray = f"Ray: {state.ray.nodes_alive} nodes, {state.ray.gpus_total:g} GPUs"
+            ray = f"Ray: head of {state.ray.nodes_alive} nodes, {state.ray.gpus_total:g} GPUs"
+        elif state.ray_member:
+            ray = "Ray: member" + (" (head here)" if state.ray_head else "")
         else:
             ray = f"Ray: {state.unavailable.get('ray', 'not running')}"
         return f"{containers}\n{ray}"

@@ -1,5 +1,8 @@
-"""The guided bring-up as the screen sees it: seven steps over the recipes helper's
-resumable state machine (spark_tui.remedy.bringup.BringUp). Plain Python."""
+"""The guided bring-up over a session: cluster → recipe → doctor → fixes → Ray → launch →
+smoke. The TUI's bring-up screen shows these steps; `spark-tui up` runs them headless
+(spark_tui.up). Steps 1-3 are the session's (cluster.yaml, the recipe, the read-only
+doctor); steps 4-7 run the resumable engine (spark_tui.remedy.bringup.BringUp).
+"""
 
 from __future__ import annotations
 
@@ -7,12 +10,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from spark_tui import policy
 from spark_tui.errors import SparkTuiError
 from spark_tui.events import ActionProgress
 from spark_tui.kb.diagnosis import Diagnosis
+from spark_tui.nodes.cluster import NodeConfig
+from spark_tui.remedy.actions import kind
 
 if TYPE_CHECKING:
-    from spark_tui.tui.session import ClusterSession
+    from spark_tui.nodes.doctor import DoctorReport
+    from spark_tui.remedy.bringup import BringUp
+    from spark_tui.remedy.fixes import FixPlan
+    from spark_tui.session import Session
 
 Progress = Callable[[ActionProgress], None]
 Confirm = Callable[[str, tuple[str, ...]], bool]
@@ -44,14 +53,15 @@ class StepOutcome:
     ok: bool
     summary: str
     diagnosis: Diagnosis | None = None
+    report: Any = None  # the doctor's DoctorReport
 
 
-class BringUpDriver:
-    """Steps 1-3 are the screen's (form, recipe, read-only doctor); 4-7 run the engine."""
+class GuidedBringUp:
+    """The seven steps over one session (it resumes where the last bring-up stopped)."""
 
-    def __init__(self, session: ClusterSession) -> None:
+    def __init__(self, session: Session) -> None:
         self.session = session
-        recipe = session.current_recipe()
+        recipe = session.recipe()
         self.recipe_id: str | None = recipe.id if recipe is not None else None
         self._status = {
             "cluster": "ok",
@@ -59,18 +69,14 @@ class BringUpDriver:
             "doctor": "pending",
         }
         self._running: str | None = None
-        self._engine: Any = None
+        self._engine: BringUp | None = None
+        self._doctor_failed: list[str] = []
         self._progress: Progress = lambda _p: None
-        self.confirm: Confirm = lambda _prompt, _nodes: False  # the screen sets a real one
-        if recipe is not None and self._saved_state_exists():
+        self.confirm: Confirm = lambda _prompt, _nodes: False  # the front end sets a real one
+        if recipe is not None and session.state.bringup_path(recipe.id).is_file():
             self.engine()  # resume where the last bring-up of this recipe stopped
 
     # --- state ------------------------------------------------------------------
-    def _saved_state_exists(self) -> bool:
-        from spark_tui import paths
-
-        return (paths.state_dir() / "bringup" / f"{self.recipe_id}.json").is_file()
-
     def recipes(self) -> list[Any]:
         try:
             return list(self.session.recipes())
@@ -109,7 +115,7 @@ class BringUpDriver:
 
     # --- steps 1 and 2 -------------------------------------------------------------
     def choose_recipe(self, recipe_id: str) -> None:
-        self.session.set_recipe(self.session.recipes().get(recipe_id))
+        self.session.use_recipe(recipe_id)
         self.recipe_id = recipe_id
         self._engine = None  # a new recipe is a new bring-up
         self._status["recipe"] = "ok"
@@ -121,6 +127,7 @@ class BringUpDriver:
         from spark_tui import paths
         from spark_tui.nodes.config import load_cluster
 
+        policy.refuse_if_read_only("write cluster.yaml")
         nodes = []
         for i, host in enumerate(hosts, start=1):
             node: dict[str, object] = {"name": f"spark{i}", "host": host}
@@ -133,13 +140,55 @@ class BringUpDriver:
         data: dict[str, object] = {"nodes": nodes}
         if self.recipe_id:
             data = {"recipe": self.recipe_id, **data}
+        from pathlib import Path
+
         source = self.session.config.source
-        path = _path(source) if source.endswith(".yaml") else paths.config_dir() / "cluster.yaml"
+        path = Path(source) if source.endswith(".yaml") else paths.config_dir() / "cluster.yaml"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
         load_cluster(path)  # bad input names file:line here, before the next step
         self._status["cluster"] = "ok"
         return str(path)
+
+    def detect_interfaces(
+        self, hosts: list[str], user: str | None
+    ) -> tuple[list[str], str | None, str]:
+        """Probe hosts (one sampling round each): interface names, the fabric one, a note."""
+        from spark_tui.nodes.sampler import detect_fabric, sample
+        from spark_tui.nodes.transports import open_transport
+
+        session = self.session
+        names: list[str] = []
+        found: list[str] = []
+        notes: list[str] = []
+        known = {n.host: n for n in session.config.nodes}
+        for i, host in enumerate(hosts, start=1):
+            node = known.get(host) or NodeConfig(
+                f"spark{i}", host, "head" if i == 1 else "worker", user=user
+            )
+            transport = session.transports.get(node.name) if host in known else None
+            opened = transport is None
+            if transport is None:
+                transport = open_transport(node)
+            try:
+                state = sample(transport, node, session.clock)
+            finally:
+                if opened:
+                    transport.close()
+            if not state.reachable:
+                notes.append(f"{host}: unreachable ({state.unavailable.get('node', '')})")
+                continue
+            names += [i.name for i in state.interfaces if i.name not in names and i.name != "lo"]
+            fab = detect_fabric(state.interfaces)
+            if fab:
+                found.append(fab)
+        preferred = max(set(found), key=found.count) if found else None
+        note = (
+            f"Fabric interface detected: {preferred}"
+            if preferred
+            else "No fabric interface detected."
+        )
+        return names, preferred, "; ".join([note, *notes])
 
     # --- what each step runs ----------------------------------------------------------
     def commands(self, sid: str) -> list[str]:
@@ -164,58 +213,41 @@ class BringUpDriver:
         return lines or ["# nothing to do here"]
 
     # --- steps 3 to 7 ------------------------------------------------------------------
-    def _fix_plans(self) -> list[Any]:
-        """The first fix of every error or warning the monitor has seen (not relaunches:
-        the bring-up launches by itself)."""
-        from spark_tui.remedy.fixes import plan_fix
-
-        monitor = self.session.monitor
-        if monitor is None:
-            return []
+    def fix_plans(self) -> list[FixPlan]:
+        """The first fix of every active error or warning (not relaunches nor recipe
+        switches: the bring-up launches by itself)."""
         plans, seen = [], set()
-        for d in monitor.diagnoses().newest_first():
+        for d in self.session.diagnoses():
             fixes = [f for f in d.wall.fixes if f.id in d.fixes()]
             if d.severity == "info" or not fixes or d.wall.id in seen:
                 continue
             fix = fixes[0]
-            if any(a.type in ("relaunch", "switch-recipe") for a in fix.actions):
+            kinds = [kind(a.type) for a in fix.actions]
+            if any(k.relaunches or k.replaces_recipe for k in kinds):
                 continue
-            # readings walls only while their readings still hold (a fixed wall stays in the
-            # book); a log wall's destructive fix is never queued from an old line
-            if d.wall.kind != "log" and not _holds_now(d, monitor.facts(d.node)):
-                continue
+            # a log wall's destructive fix is never queued from an old line
             if d.wall.kind == "log" and fix.risk == "destructive":
                 continue
             seen.add(d.wall.id)
-            names = {n.name for n in self.session.config.nodes}
-            plans.append(
-                plan_fix(
-                    fix,
-                    self.session.config,
-                    recipe=self.session.current_recipe(),
-                    seen=d.target_node if d.target_node in names else None,
-                    wall=d.wall.id,
-                )
-            )
+            plans.append(self.session.plan_fix(d, fix))
         return plans
 
-    def _new_engine(self, with_fixes: bool) -> Any:
+    def _new_engine(self, with_fixes: bool) -> BringUp:
         from spark_tui.remedy.bringup import BringUp
 
-        recipe = self.session.current_recipe()
+        recipe = self.session.recipe()
         if recipe is None:
             raise SparkTuiError("choose a recipe first (step 2)")
         return BringUp(
             recipe,
             self.session.config,
-            self.session.transports,
-            fixes=self._fix_plans() if with_fixes else (),
-            clock=self.session.clock,
+            self.session.environment(),
+            fixes=self.fix_plans() if with_fixes else (),
             emit=lambda p: self._progress(p),
             confirm=lambda prompt, nodes: self.confirm(prompt, nodes),
         )
 
-    def engine(self) -> Any:
+    def engine(self) -> BringUp:
         if self._engine is None:
             self._engine = self._new_engine(with_fixes=True)
         return self._engine
@@ -223,11 +255,8 @@ class BringUpDriver:
     def run(self, sid: str, progress: Progress) -> StepOutcome:
         """Run one step to its end or its first failure (running it again resumes there)."""
         if sid == "doctor":
-            return self._doctor(progress)
-        if self.session.read_only:
-            raise SparkTuiError(
-                f"read-only: refused to run the {sid} step (started with --read-only)"
-            )
+            return self.doctor()
+        policy.refuse_if_read_only(f"run the {sid} step of the bring-up")
         self._progress = progress
         started = self.session.clock.now()
         b = self.engine()
@@ -248,7 +277,7 @@ class BringUpDriver:
             )
         return StepOutcome(sid, True, b.state.message or "done")
 
-    def _rewind_crashed_launch(self, b: Any) -> None:
+    def _rewind_crashed_launch(self, b: BringUp) -> None:
         """A launch that failed waiting for the engine is retried from its first step:
         waiting again for a server that crashed would only time out again."""
         units = b.units()
@@ -257,15 +286,17 @@ class BringUpDriver:
             return
         b.state.next_unit = next(n for n, u in enumerate(units) if u.stage == "launch")
 
-    def _doctor(self, progress: Progress) -> StepOutcome:
+    def doctor(self) -> StepOutcome:
         """Read-only preflight; it fails on a check that names a wall with a fix (the fix
         is then ready), other failed checks are reported and do not block."""
-        _ok, summary = self.session.doctor(progress)
-        fixable = [w for w in self.session.doctor_failures() if self._has_fix(w)]
+        report = self.session.doctor()
+        self._doctor_failed = [c.id for c in report.checks if c.status == "fail"]
+        summary = doctor_summary(report)
+        fixable = [w for w in self._doctor_failed if self._has_fix(w)]
         self._status["doctor"] = "failed" if fixable else "ok"
         if not fixable:
-            return StepOutcome("doctor", True, summary)
-        return StepOutcome("doctor", False, summary, self._diagnosis_of(fixable[0]))
+            return StepOutcome("doctor", True, summary, report=report)
+        return StepOutcome("doctor", False, summary, self._diagnosis_of(fixable[0]), report)
 
     def _has_fix(self, wall_id: str) -> bool:
         try:
@@ -274,27 +305,25 @@ class BringUpDriver:
             return False
 
     def _diagnosis_of(self, wall_id: str) -> Diagnosis | None:
-        monitor = self.session.monitor
-        if monitor is None:
-            return None
-        return next((d for d in monitor.diagnoses().newest_first() if d.wall.id == wall_id), None)
+        return next((d for d in self.session.diagnoses() if d.wall.id == wall_id), None)
 
     def _newest_error(self, since: float | None) -> Diagnosis | None:
-        monitor = self.session.monitor
-        if monitor is None:
-            return None
-        for d in monitor.diagnoses().newest_first():
+        for d in self.session.diagnoses():
             if d.severity != "info" and (since is None or d.last_seen >= since) and d.wall.fixes:
                 return d
         return None
 
 
-def _holds_now(d: Diagnosis, facts: dict[str, object]) -> bool:
-    """Whether one of the wall's reading rules holds on the facts now (durations aside)."""
-    return any(all(c.holds(facts) for c in rule.when) for rule in d.wall.rules)
-
-
-def _path(source: str):
-    from pathlib import Path
-
-    return Path(source)
+def doctor_summary(report: DoctorReport) -> str:
+    """'26 passed, 2 warnings, 1 failed — reachable on spark2: …' (no 'doctor:' prefix)."""
+    counts = {"pass": 0, "warn": 0, "fail": 0, "skip": 0}
+    for c in report.checks:
+        counts[c.status] = counts.get(c.status, 0) + 1
+    words = {"pass": "passed", "warn": "warnings", "fail": "failed", "skip": "skipped"}
+    summary = ", ".join(f"{n} {words[k]}" for k, n in counts.items() if n)
+    failed = [
+        f"{c.id}{' on ' + c.node if c.node else ''}: {c.detail}"
+        for c in report.checks
+        if c.status == "fail"
+    ]
+    return summary + (" — " + "; ".join(failed) if failed else "")

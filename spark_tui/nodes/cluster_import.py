@@ -1,0 +1,214 @@
+"""The clusters other launchers already know, read for `spark-tui discover --from FILE`.
+
+- eugr/spark-vllm-docker's `.env` (written by its autodiscover.sh, read by run-recipe.sh and
+  launch-cluster.sh; https://github.com/eugr/spark-vllm-docker): `CLUSTER_NODES` (the node
+  addresses, the first is the head), `ETH_IF` (the interface those addresses are on: NCCL
+  and Gloo use it), `IB_IF` (the RoCE devices, NCCL_IB_HCA), `LOCAL_IP`, `COPY_HOSTS`, and in
+  mesh mode `CONTAINER_NCCL_*` settings. In mesh mode (4 CX7 ports up) `ETH_IF` is the
+  management port (enP7s7 or wlP9s9), so the addresses are not fabric addresses.
+- a sparkrun cluster definition (`~/.config/sparkrun/clusters/NAME.yaml`, written by
+  `sparkrun cluster create`; https://github.com/spark-arena/sparkrun): `name`, `hosts` (the
+  first is the head), `user`, `cache_dir` (the Hugging Face cache: models_dir), `topology`.
+
+Each becomes candidates for the usual SSH probe, and the file's own view of every node
+(used when a node does not answer). What cluster.yaml has no field for is kept as notes.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from spark_tui.errors import InputError
+from spark_tui.nodes.cluster import NodeConfig
+from spark_tui.nodes.discover import Candidate, Probe, Proposal
+from spark_tui.yamlfile import LDict, line_of, parse_yaml
+
+_ENV_LINE = re.compile(r"\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*")
+_HOST = re.compile(r"[A-Za-z0-9_.:%-]+")
+_IFNAME = re.compile(r"[A-Za-z0-9_.:-]{1,15}")
+MESH_MANAGEMENT_IFS = ("enP7s7", "wlP9s9")  # autodiscover.sh's ETH_IF in mesh mode
+
+
+@dataclass
+class ImportedCluster:
+    """What a launcher's cluster file says: the nodes in order (head first), and notes."""
+
+    kind: str  # "eugr .env" | "sparkrun cluster"
+    source: str
+    nodes: list[NodeConfig] = field(default_factory=list)
+    models_dir: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def candidates(self) -> list[Candidate]:
+        """The nodes as discover candidates (probed over SSH like any other)."""
+        return [Candidate(n.host, f"from {self.kind}", user=n.user) for n in self.nodes]
+
+
+def read_cluster_file(path: Path) -> ImportedCluster:
+    """An eugr `.env` or a sparkrun cluster YAML; InputError naming file and line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read: {exc}", str(path)) from None
+    if re.search(r"^\s*(?:export\s+)?CLUSTER_NODES\s*=", text, re.M):
+        return read_eugr_env(text, str(path))
+    data = parse_yaml(text, str(path))
+    if isinstance(data, LDict) and "hosts" in data:
+        return read_sparkrun_cluster(data, str(path))
+    raise InputError(
+        "neither an eugr/spark-vllm-docker .env (CLUSTER_NODES=…) nor a sparkrun cluster "
+        "definition (hosts: […])",
+        str(path),
+        1,
+    )
+
+
+def _check_host(host: str, file: str, line: int | None) -> str:
+    if not _HOST.fullmatch(host) or host.startswith("-"):
+        raise InputError(f"{host!r} is not a host name or address", file, line)
+    return host
+
+
+def _ip(text: str) -> str | None:
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        return None
+
+
+def read_eugr_env(text: str, file: str) -> ImportedCluster:
+    """eugr's .env: KEY=VALUE lines (quotes removed, # comments), as run-recipe.py reads it."""
+    values: dict[str, tuple[str, int]] = {}
+    for number, raw in enumerate(text.splitlines(), 1):
+        if not raw.strip() or raw.lstrip().startswith("#"):
+            continue
+        m = _ENV_LINE.fullmatch(raw)
+        if not m:
+            raise InputError(f"not a KEY=VALUE line: {raw.strip()!r}", file, number)
+        values[m[1]] = (m[2].strip().strip('"').strip("'"), number)
+    out = ImportedCluster("eugr .env", file)
+    nodes_text, nodes_line = values["CLUSTER_NODES"]
+    hosts = [h.strip() for h in nodes_text.split(",") if h.strip()]
+    if not hosts:
+        raise InputError("CLUSTER_NODES names no node", file, nodes_line)
+    eth_if, eth_line = values.get("ETH_IF", ("", None))  # type: ignore[assignment]
+    if eth_if and not _IFNAME.fullmatch(eth_if):
+        raise InputError(f"ETH_IF {eth_if!r} is not an interface name", file, eth_line)
+    mesh = eth_if in MESH_MANAGEMENT_IFS or "CONTAINER_NCCL_IB_SUBNET_AWARE_ROUTING" in values
+    local = values.get("LOCAL_IP", ("", 0))[0]
+    for i, host in enumerate(hosts):
+        _check_host(host, file, nodes_line)
+        fabric = None if mesh else _ip(host)
+        out.nodes.append(
+            NodeConfig(
+                name=f"spark{i + 1}",
+                host=host,
+                role="head" if i == 0 else "worker",
+                fabric_if=(eth_if or None) if not mesh else None,
+                fabric_ip=fabric,
+            )
+        )
+    if local and local in hosts:
+        out.notes.append(f"LOCAL_IP={local}: that node is the machine the .env was written on")
+    if mesh:
+        out.notes.append(
+            f"mesh mode (ETH_IF={eth_if or '?'}): CLUSTER_NODES are management addresses; "
+            "each node's fabric_if/fabric_ip are read over SSH, or set them by hand"
+        )
+    if "IB_IF" in values:
+        out.notes.append(
+            f"IB_IF={values['IB_IF'][0]}: the RoCE devices NCCL uses; set NCCL_IB_HCA to them "
+            "in the recipe (ray.env or docker.env)"
+        )
+    if "COPY_HOSTS" in values:
+        out.notes.append(
+            f"COPY_HOSTS={values['COPY_HOSTS'][0]}: where eugr copies images and models; "
+            "spark-tui does not copy them"
+        )
+    container_env = [
+        f"{k[len('CONTAINER_') :]}={v}"
+        for k, (v, _) in values.items()
+        if k.startswith("CONTAINER_")
+    ]
+    if container_env:
+        out.notes.append(
+            "container environment from the .env (add to the recipe's docker.env): "
+            + " ".join(container_env)
+        )
+    known = {"CLUSTER_NODES", "ETH_IF", "IB_IF", "LOCAL_IP", "COPY_HOSTS"}
+    other = [k for k in values if k not in known and not k.startswith("CONTAINER_")]
+    if other:
+        out.notes.append("not used: " + ", ".join(other))
+    return out
+
+
+def read_sparkrun_cluster(data: LDict, file: str) -> ImportedCluster:
+    """A sparkrun cluster definition: name, hosts (head first), user, cache_dir, topology."""
+    out = ImportedCluster("sparkrun cluster", file)
+    hosts = data.get("hosts")
+    if not isinstance(hosts, list) or not hosts:
+        raise InputError("'hosts' must list the cluster's hosts", file, line_of(data, "hosts"))
+    user = data.get("user")
+    if user is not None and (
+        not isinstance(user, str) or not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}", user)
+    ):
+        raise InputError(f"'user' is {user!r}, not a user name", file, line_of(data, "user"))
+    for i, raw in enumerate(hosts):
+        line = line_of(hosts, i)
+        if not isinstance(raw, str):
+            raise InputError(f"host {i + 1} must be a host name or address", file, line)
+        host_user, _, host = raw.rpartition("@")
+        host = _check_host(host, file, line)
+        name = f"spark{i + 1}" if _ip(host) else re.sub(r"[^A-Za-z0-9._-]", "-", host)
+        out.nodes.append(
+            NodeConfig(
+                name=name,
+                host=host,
+                role="head" if i == 0 else "worker",
+                user=host_user or user,  # sparkrun's hosts are SSH addresses: the
+            )  # fabric interface and address are read over SSH
+        )
+    cache = data.get("cache_dir")
+    if isinstance(cache, str) and cache.strip():
+        out.models_dir = cache.strip()
+    name = data.get("name")
+    if name:
+        out.notes.append(f"sparkrun cluster {name!r}")
+    if data.get("topology"):
+        out.notes.append(f"sparkrun topology: {data['topology']} (CX7 cabling)")
+    for key in ("transfer_mode", "transfer_interface"):
+        if data.get(key):
+            out.notes.append(f"{key}: {data[key]} — how sparkrun copies models; not used")
+    return out
+
+
+def import_proposal(imported: ImportedCluster, found: Proposal) -> Proposal:
+    """The file's nodes in the file's order (its first is the head): what SSH found for the
+    nodes that answered, the file's own values for those that did not (marked so)."""
+    reached = {p.candidate.host: (n, p) for n, p in found.nodes}
+    out = Proposal(
+        left_out=[
+            p for p in found.left_out if p.candidate.host not in {n.host for n in imported.nodes}
+        ],
+        swept=found.swept,
+        local=found.local,
+        origin=f"{imported.kind} {imported.source}",
+        models_dir=imported.models_dir,
+        notes=list(imported.notes),
+    )
+    missing = {p.candidate.host: p for p in found.left_out}
+    for i, node in enumerate(imported.nodes):
+        role = "head" if i == 0 else "worker"
+        if node.host in reached:
+            n, p = reached[node.host]
+            out.nodes.append((replace(n, role=role, user=n.user or node.user), p))  # type: ignore[arg-type]
+        else:
+            p = missing.get(node.host) or Probe(
+                Candidate(node.host, f"from {imported.kind}", user=node.user),
+                reason="not probed (--no-probe)",
+            )
+            out.nodes.append((replace(node, role=role), p))  # type: ignore[arg-type]
+    return out

@@ -1,0 +1,239 @@
+"""What every kind of fix action is: its parameters, its plan per node, its preview, how it
+runs and what it verifies. One class per kind (the registry in this package); the engine
+(spark_tui.remedy.fixes) and the knowledge base's loader only talk to this interface.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+from spark_tui import shell
+from spark_tui.clock import Clock
+from spark_tui.events import ActionProgress
+from spark_tui.kb.schema import Action
+from spark_tui.nodes.cluster import ClusterConfig
+from spark_tui.nodes.transport import CommandResult, NodeUnreachable, Transport
+from spark_tui.recipes.model import Recipe
+from spark_tui.recipes.plan import LaunchPlan
+from spark_tui.remedy.journal import TIMED_OUT, Journal
+
+if TYPE_CHECKING:
+    from spark_tui.recipes.revisions import RevisionStore
+    from spark_tui.state import StateDir
+
+Emit = Callable[[ActionProgress], None]
+RISK_ORDER = ("safe", "disruptive", "destructive")
+TARGET_WORDS = {
+    "all": "every node",
+    "head": "the head",
+    "workers": "every worker",
+    "seen": "the node where it was seen",
+}
+
+
+@dataclass(frozen=True)
+class PlannedCommand:
+    """One exact command on one node."""
+
+    node: str
+    command: str
+    root: bool = False
+
+
+@dataclass(frozen=True)
+class PlannedAction:
+    """One action of a fix, rendered for the cluster (what the preview shows is what runs)."""
+
+    index: int
+    type: str
+    commands: tuple[PlannedCommand, ...] = ()
+    recipe_before: Recipe | None = None
+    recipe_after: Recipe | None = None  # patch-recipe, restart-ray
+    patch: Mapping[str, Any] = field(default_factory=dict)  # the change, to rebase on commit
+    diff: str = ""
+    switch_to: str | None = None
+    launch: LaunchPlan | None = None  # relaunch, restart-ray: the steps it runs
+    items: tuple[str, ...] = ()  # collect-evidence
+
+    @property
+    def kind(self) -> ActionKind:
+        from spark_tui.remedy.actions import kind
+
+        return kind(self.type)
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        out: list[str] = []
+        for c in self.commands:
+            if c.node not in out:
+                out.append(c.node)
+        if self.launch is not None:
+            out += [n for n in self.launch.nodes if n not in out]
+        return tuple(out)
+
+    def preview_lines(self) -> list[str]:
+        return self.kind.preview_lines(self)
+
+
+@dataclass(frozen=True)
+class PlanContext:
+    """What planning an action needs: the cluster, the recipe as the previous actions of the
+    fix leave it (patches chain), where the wall was seen, the stamp of backups and renamed
+    containers, and the recipe book (switch-recipe)."""
+
+    cluster: ClusterConfig
+    recipe: Recipe | None
+    seen: str | None
+    stamp: str
+    fix_id: str
+    recipes: Mapping[str, Recipe] | None = None
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    node: str | None
+    condition: str
+    holds: bool
+
+
+class SessionHooks(Protocol):
+    """What an action tells the session it runs in (the monitor, the recipe in use)."""
+
+    def expect_reboot(self, node: str) -> None:
+        """spark-tui is about to reboot this node: its new boot id is not a surprise."""
+
+    def launching(self, plan: LaunchPlan) -> None:
+        """A launch of this plan begins: a new attempt (earlier log walls are history)."""
+
+    def launch_blocker(self) -> str | None:
+        """An error wall of this attempt that ends a launch's wait early ('wall: evidence'),
+        or None: waiting out a startup timeout for a deadlocked engine helps nobody."""
+
+
+class NoHooks:
+    def expect_reboot(self, node: str) -> None:
+        pass
+
+    def launching(self, plan: LaunchPlan) -> None:
+        pass
+
+    def launch_blocker(self) -> str | None:
+        return None
+
+
+@dataclass
+class RunContext:
+    """What running a planned action needs, and where it reports."""
+
+    transports: Mapping[str, Transport]
+    journal: Journal
+    clock: Clock
+    revisions: RevisionStore
+    state: StateDir
+    run_id: str
+    context: str  # the fix id (or "relaunch", "stop", …), for the journal
+    emit: Emit
+    result: Any  # spark_tui.remedy.fixes.FixResult
+    hooks: SessionHooks = field(default_factory=NoHooks)
+
+    def fail(self, node: str | None, message: str, step: str) -> bool:
+        r = self.result
+        r.ok, r.failed_node, r.message = False, node, message
+        self.emit(ActionProgress(step, node, None, "failed", message))
+        return False
+
+    def run_command(
+        self, cmd: PlannedCommand, action: str, timeout: float = 300.0
+    ) -> CommandResult | None:
+        """Run one command with its journal records around it (written before it starts).
+        None when the node dropped (journaled as `connection lost`)."""
+        transport = self.transports.get(cmd.node)
+        if transport is None:
+            self.fail(cmd.node, f"no connection to {cmd.node}", action)
+            return None
+        self.emit(ActionProgress(action, cmd.node, cmd.command, "running"))
+        with self.journal.command(self.run_id, self.context, cmd.node, action, cmd.command) as rec:
+            try:
+                res = transport.run(cmd.command, timeout=timeout)
+            except NodeUnreachable as exc:
+                rec.finish(None, exc.reason, outcome="connection lost")
+                return None
+            rec.finish(
+                None if res.timed_out else res.exit_code,
+                res.tail(),
+                outcome=TIMED_OUT if res.timed_out else "exit",
+            )
+        return res
+
+    def failure_text(self, res: CommandResult) -> str:
+        """Why a command failed, in one line (with the sudoers hint for a password prompt)."""
+        tail = res.tail(5)
+        why = "timed out" if res.timed_out else f"exit {res.exit_code}"
+        if shell.needs_sudo_password(tail):
+            return f"{why}: sudo needs a password. {shell.SUDOERS_HINT}"
+        return f"{why}: {tail}" if tail else why
+
+
+class ActionKind(abc.ABC):
+    """One kind of action: its parameter schema, plan, preview, run and verify."""
+
+    name: ClassVar[str]
+    required: ClassVar[frozenset[str]] = frozenset()
+    optional: ClassVar[frozenset[str]] = frozenset()
+    default_target: ClassVar[str] = "seen"
+    min_risk: ClassVar[str] = "safe"  # a fix with this action is at least this risky
+    needs_root: ClassVar[bool] = False  # always runs as root
+    relaunches: ClassVar[bool] = False  # ends in a running engine (a launch plan)
+    changes_recipe: ClassVar[bool] = False
+    replaces_recipe: ClassVar[bool] = False  # another recipe from now on (not a revision)
+    collects_evidence: ClassVar[bool] = False  # read-only evidence gathering
+    on_nodes: ClassVar[bool] = True  # runs commands on nodes (the preview names where)
+    summary: ClassVar[str] = ""
+
+    # ---- the knowledge base ------------------------------------------------------------
+    def validate(self, params: Mapping[str, Any]) -> list[tuple[str, str | None]]:
+        """Problems with an action's parameters beyond the field names: (message, field)."""
+        return []
+
+    def generic_lines(self, params: Mapping[str, Any]) -> list[str]:
+        """The action rendered without a cluster (placeholders shown as <node.fabric_if>)."""
+        return [f"# {self.name}"]
+
+    # ---- a cluster -----------------------------------------------------------------------
+    @abc.abstractmethod
+    def plan(self, index: int, action: Action, ctx: PlanContext) -> PlannedAction:
+        """Render the action for the real nodes (raises InputError for what is missing)."""
+
+    def recipe_after(self, planned: PlannedAction, ctx: PlanContext) -> Recipe | None:
+        """The recipe the next action of the fix sees."""
+        return planned.recipe_after if planned.recipe_after is not None else ctx.recipe
+
+    def preview_lines(self, planned: PlannedAction) -> list[str]:
+        """'# N. kind on nodes' then the exact commands per node."""
+        head = f"# {planned.index + 1}. {self.name}"
+        lines = [head + (f" on {', '.join(planned.nodes)}" if planned.nodes else "")]
+        lines += per_node_lines(planned.commands)
+        return lines
+
+    @abc.abstractmethod
+    def run(self, planned: PlannedAction, ctx: RunContext) -> bool:
+        """Run it; False (with ctx.fail) stops the fix."""
+
+    def verify(self, planned: PlannedAction, ctx: RunContext) -> list[VerifyResult]:
+        """What the action itself can check once it ran (beyond the fix's conditions)."""
+        return []
+
+
+def per_node_lines(commands: tuple[PlannedCommand, ...]) -> list[str]:
+    """Commands grouped under '# on NODE:' headers."""
+    lines: list[str] = []
+    node = None
+    for c in commands:
+        if c.node != node:
+            node = c.node
+            lines.append(f"# on {node}:")
+        lines.append(c.command)
+    return lines

@@ -1,0 +1,294 @@
+"""Actions that run commands on nodes: run, reboot, move-aside, stop-stack, collect-evidence."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from spark_tui import shell
+from spark_tui.errors import InputError
+from spark_tui.events import ActionProgress
+from spark_tui.kb.schema import EVIDENCE_ITEMS, Action
+from spark_tui.nodes.cluster import NodeConfig
+from spark_tui.nodes.transport import NodeUnreachable, Transport
+from spark_tui.recipes.render import stop_leftovers_command
+from spark_tui.remedy.actions.base import (
+    ActionKind,
+    PlanContext,
+    PlannedAction,
+    PlannedCommand,
+    RunContext,
+    VerifyResult,
+)
+from spark_tui.remedy.render import (
+    BACKUP_SUFFIX,
+    BOOT_ID_COMMAND,
+    GENERIC_STOP_STACK,
+    STACK_UP,
+    evidence_command,
+    node_values,
+)
+
+REBOOT_TIMEOUT_S = 900.0
+REBOOT_POLL_S = 10.0
+
+
+class _PerNode(ActionKind):
+    """An action rendered to the same command(s) on each target node."""
+
+    def commands_for(
+        self, action: Action, node: NodeConfig, ctx: PlanContext
+    ) -> list[PlannedCommand]:
+        raise NotImplementedError
+
+    def plan(self, index: int, action: Action, ctx: PlanContext) -> PlannedAction:
+        cmds: list[PlannedCommand] = []
+        for node in ctx.cluster.select(action.on, ctx.seen):
+            cmds += self.commands_for(action, node, ctx)
+        items = tuple(action.params.get("items") or ())
+        return PlannedAction(index, self.name, tuple(cmds), items=items)
+
+    def run(self, planned: PlannedAction, ctx: RunContext) -> bool:
+        for cmd in planned.commands:
+            res = ctx.run_command(cmd, self.name)
+            if res is None:
+                return ctx.fail(cmd.node, f"{self.name} on {cmd.node}: connection lost", self.name)
+            if not res.ok:
+                why = ctx.failure_text(res)
+                return ctx.fail(cmd.node, f"{self.name} failed on {cmd.node}: {why}", self.name)
+            ctx.result.done.setdefault(cmd.node, []).append(self.name)
+            ctx.emit(ActionProgress(self.name, cmd.node, cmd.command, "ok"))
+        return True
+
+
+class RunCommand(_PerNode):
+    name = "run"
+    required = frozenset({"command"})
+    optional = frozenset({"on", "root"})
+    summary = (
+        "run a shell command on nodes ({node.fabric_if}, {head.fabric_ip}, {model.id}… filled "
+        "and quoted)"
+    )
+
+    def validate(self, params: Mapping[str, Any]) -> list[tuple[str, str | None]]:
+        command = params.get("command")
+        if not (isinstance(command, str) and command.strip()):
+            return [("'command' must be a non-empty shell command", "command")]
+        return []
+
+    @staticmethod
+    def render(params: Mapping[str, Any], values: Mapping[str, object] | None) -> str:
+        template = str(params["command"])
+        if values is None:
+            command = shell._PLACEHOLDER.sub(lambda m: f"<{m.group(1)}>", template)
+        else:
+            command = shell.fill(template, values)
+        return shell.as_root(command) if params.get("root") else command
+
+    def generic_lines(self, params: Mapping[str, Any]) -> list[str]:
+        return [self.render(params, None)]
+
+    def commands_for(
+        self, action: Action, node: NodeConfig, ctx: PlanContext
+    ) -> list[PlannedCommand]:
+        values = node_values(ctx.cluster, node)
+        if ctx.recipe is not None:
+            values.update(ctx.recipe.placeholder_values())
+        try:
+            line = self.render(action.params, values)
+        except KeyError as exc:
+            where = "the recipe in use" if str(exc.args[0]).startswith("model.") else "cluster.yaml"
+            raise InputError(
+                f"fix {ctx.fix_id}: {node.name} has no value for {{{exc.args[0]}}} "
+                f"(set it in {where})"
+            ) from None
+        return [PlannedCommand(node.name, line, bool(action.params.get("root")))]
+
+
+class Reboot(_PerNode):
+    name = "reboot"
+    optional = frozenset({"on"})
+    min_risk = "destructive"
+    needs_root = True
+    summary = "reboot nodes and wait until they answer with a new boot id"
+
+    def generic_lines(self, params: Mapping[str, Any]) -> list[str]:
+        return [shell.as_root("reboot")]
+
+    def commands_for(
+        self, action: Action, node: NodeConfig, ctx: PlanContext
+    ) -> list[PlannedCommand]:
+        return [PlannedCommand(node.name, shell.as_root("reboot"), True)]
+
+    def preview_lines(self, planned: PlannedAction) -> list[str]:
+        return [
+            *super().preview_lines(planned),
+            f"# then wait for each node to answer with a new boot id (≤ {REBOOT_TIMEOUT_S:g} s)",
+        ]
+
+    def run(self, planned: PlannedAction, ctx: RunContext) -> bool:
+        for cmd in planned.commands:
+            transport = ctx.transports.get(cmd.node)
+            if transport is None:
+                return ctx.fail(cmd.node, f"no connection to {cmd.node}", self.name)
+            before = _boot_id(transport)
+            ctx.hooks.expect_reboot(cmd.node)  # before the command: the node may drop at once
+            res = ctx.run_command(cmd, self.name, timeout=60.0)
+            # the connection may drop as the node goes down: that is no failure here
+            if res is not None and not res.ok and not res.timed_out:
+                why = ctx.failure_text(res)
+                return ctx.fail(cmd.node, f"reboot failed on {cmd.node}: {why}", self.name)
+            if not _wait_back(transport, cmd.node, before, ctx):
+                return ctx.fail(
+                    cmd.node,
+                    f"{cmd.node} did not come back within {REBOOT_TIMEOUT_S:g} s",
+                    self.name,
+                )
+            ctx.result.done.setdefault(cmd.node, []).append(self.name)
+            ctx.emit(ActionProgress(self.name, cmd.node, cmd.command, "ok"))
+        return True
+
+    def verify(self, planned: PlannedAction, ctx: RunContext) -> list[VerifyResult]:
+        back = ctx.result.rebooted
+        return [VerifyResult(n, "boot id changed", n in back) for n in planned.nodes]
+
+
+def _boot_id(transport: Transport) -> str | None:
+    try:
+        res = transport.run(BOOT_ID_COMMAND, timeout=15.0)
+    except NodeUnreachable:
+        return None
+    return res.stdout.strip() if res.ok else None
+
+
+def _wait_back(transport: Transport, node: str, before: str | None, ctx: RunContext) -> bool:
+    """Poll until the node answers with a new boot id, counting down through emit."""
+    deadline = ctx.clock.now() + REBOOT_TIMEOUT_S
+    while True:
+        left = deadline - ctx.clock.now()
+        if left <= 0:
+            return False
+        ctx.emit(
+            ActionProgress(
+                "reboot", node, None, "running", f"waiting for {node} to come back: {left:.0f} s"
+            )
+        )
+        ctx.clock.sleep(min(REBOOT_POLL_S, left))
+        now_id = _boot_id(transport)
+        if now_id is not None and now_id != before:
+            ctx.journal.append(
+                event="reboot-back", run=ctx.run_id, fix=ctx.context, node=node, boot_id=now_id
+            )
+            ctx.result.rebooted.add(node)
+            return True
+
+
+class MoveAside(_PerNode):
+    name = "move-aside"
+    required = frozenset({"path"})
+    optional = frozenset({"on", "root"})
+    min_risk = "destructive"
+    summary = "move a file aside to PATH.spark-tui-backup-<timestamp> (never delete)"
+
+    @staticmethod
+    def render(params: Mapping[str, Any], stamp: str) -> str:
+        path = str(params["path"])
+        backup = path + BACKUP_SUFFIX.format(stamp=stamp)
+        cmd = f"mv -n -- {shell.quote(path)} {shell.quote(backup)}"
+        return shell.as_root(cmd) if params.get("root", True) else cmd
+
+    def validate(self, params: Mapping[str, Any]) -> list[tuple[str, str | None]]:
+        path = params.get("path")
+        if not (isinstance(path, str) and path.startswith("/") and "\n" not in path):
+            return [("'path' must be an absolute path", "path")]
+        return []
+
+    def generic_lines(self, params: Mapping[str, Any]) -> list[str]:
+        return [self.render(params, "<timestamp>")]
+
+    def commands_for(
+        self, action: Action, node: NodeConfig, ctx: PlanContext
+    ) -> list[PlannedCommand]:
+        root = bool(action.params.get("root", True))
+        return [PlannedCommand(node.name, self.render(action.params, ctx.stamp), root)]
+
+
+class StopStack(_PerNode):
+    name = "stop-stack"
+    optional = frozenset({"on"})
+    default_target = "all"
+    min_risk = "disruptive"
+    summary = "stop the serving containers and Ray, whoever started them (their logs stay readable)"
+
+    def generic_lines(self, params: Mapping[str, Any]) -> list[str]:
+        return [GENERIC_STOP_STACK]
+
+    def commands_for(
+        self, action: Action, node: NodeConfig, ctx: PlanContext
+    ) -> list[PlannedCommand]:
+        lines = [stop_leftovers_command(ctx.recipe, ctx.stamp)] if ctx.recipe else []
+        return [PlannedCommand(node.name, line) for line in [*lines, GENERIC_STOP_STACK]]
+
+    def verify(self, planned: PlannedAction, ctx: RunContext) -> list[VerifyResult]:
+        out = []
+        for node in planned.nodes:
+            try:
+                res = ctx.transports[node].run(STACK_UP, timeout=30.0)
+                up = [n for n in res.stdout.split() if n] if res.ok else ["(docker did not answer)"]
+            except NodeUnreachable as exc:
+                up = [f"(unreachable: {exc.reason})"]
+            what = "no serving container up" + (f" (still up: {', '.join(up)})" if up else "")
+            out.append(VerifyResult(node, what, not up))
+        return out
+
+
+class CollectEvidence(_PerNode):
+    name = "collect-evidence"
+    required = frozenset({"items"})
+    optional = frozenset({"on"})
+    collects_evidence = True
+    summary = "gather evidence into the incident report before anything restarts (read-only)"
+
+    def validate(self, params: Mapping[str, Any]) -> list[tuple[str, str | None]]:
+        items = params.get("items")
+        if not isinstance(items, list) or not items or any(i not in EVIDENCE_ITEMS for i in items):
+            return [(f"'items' must list some of {', '.join(EVIDENCE_ITEMS)}", "items")]
+        return []
+
+    def generic_lines(self, params: Mapping[str, Any]) -> list[str]:
+        return [f"# collect into the incident report: {', '.join(params.get('items', []))}"]
+
+    def commands_for(
+        self, action: Action, node: NodeConfig, ctx: PlanContext
+    ) -> list[PlannedCommand]:
+        items = action.params.get("items") or ()
+        return [
+            PlannedCommand(node.name, evidence_command(item, ctx.recipe, ctx.stamp, node.role))
+            for item in items
+        ]
+
+    def run(self, planned: PlannedAction, ctx: RunContext) -> bool:
+        # read-only: a command that fails is written into the evidence, it stops nothing
+        for cmd in planned.commands:
+            res = ctx.run_command(cmd, self.name, timeout=120.0)
+            text = "(connection lost)" if res is None else res.stdout + res.stderr
+            if res is not None and not res.ok:
+                text += f"\n({ctx.failure_text(res)})"
+            _save_evidence(ctx, cmd, text)
+            ctx.result.done.setdefault(cmd.node, []).append(self.name)
+            ctx.emit(ActionProgress(self.name, cmd.node, cmd.command, "ok"))
+        return True
+
+    def verify(self, planned: PlannedAction, ctx: RunContext) -> list[VerifyResult]:
+        d = ctx.state.evidence_dir / ctx.run_id
+        return [VerifyResult(n, "evidence saved", any(d.glob(f"{n}-*.txt"))) for n in planned.nodes]
+
+
+def _save_evidence(ctx: RunContext, cmd: PlannedCommand, text: str) -> None:
+    d = ctx.state.evidence_dir / ctx.run_id
+    d.mkdir(parents=True, exist_ok=True)
+    n = len(list(d.glob(f"{cmd.node}-*.txt")))
+    (d / f"{cmd.node}-{n:02d}.txt").write_text(f"$ {cmd.command}\n{text}", encoding="utf-8")
+
+
+KINDS: tuple[type[ActionKind], ...] = (RunCommand, Reboot, MoveAside, StopStack, CollectEvidence)

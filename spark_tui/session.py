@@ -1,0 +1,687 @@
+"""One cluster session: the one way every front end opens a cluster, real or simulated.
+
+    with open_cluster(config_path) as session:          # or open_cluster(scenario="page-cache-hog")
+        session.start(listener)                          # the live monitor; events to listeners
+        plan = session.plan_fix(diagnosis, fix)          # preview == run
+        result = session.apply(plan, confirm, progress)  # journaled, verified
+        session.apply(session.plan_launch(), confirm)    # a relaunch is an action like any other
+
+The session owns the config, the transports (one factory), the clock, the knowledge base,
+the recipe in use and its revision store, the monitor with the recipe's log sources,
+evidence capture, reboot expectations, the auto-relaunch guard, the journal and the state
+directory. A simulated cluster keeps all of its state in a directory of its own, discarded
+when the session closes (unless kept), so a demo never changes what a real session finds.
+
+The TUI, `watch`, `doctor`, `fix`, `report`, `recipes fit`, `up`, `stop` and `status` are
+thin callers: none builds transports, monitors or journals itself. No Textual here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from spark_tui import policy
+from spark_tui.clock import Clock, RealClock
+from spark_tui.errors import InputError, SparkTuiError
+from spark_tui.events import ActionProgress, DiagnosisRaised, DiagnosisResolved, Event
+from spark_tui.kb.diagnosis import Diagnosis
+from spark_tui.kb.loader import KnowledgeBase
+from spark_tui.kb.schema import SEVERITY_RANK, Fix
+from spark_tui.nodes.cluster import ClusterConfig
+from spark_tui.nodes.state import NodeState
+from spark_tui.nodes.transport import Transport
+from spark_tui.recipes.plan import LaunchPlan
+from spark_tui.recipes.revisions import RevisionStore
+from spark_tui.remedy.fixes import Confirm, FixPlan, FixResult, RunEnvironment, action_plan
+from spark_tui.remedy.journal import Journal, UnfinishedRun, unfinished
+from spark_tui.remedy.launch import AutoRelaunchGuard, RelaunchDecision, decide_after_crash
+from spark_tui.state import StateDir
+
+if TYPE_CHECKING:
+    from spark_tui.bringup import GuidedBringUp
+    from spark_tui.monitor import ClusterMonitor
+    from spark_tui.nodes.doctor import DoctorReport
+    from spark_tui.recipes.fit import FitReport
+    from spark_tui.recipes.model import Recipe
+
+Listener = Callable[[Event], None]
+Progress = Callable[[ActionProgress], None]
+REAL_PERIOD_S = 0.5  # real seconds between two sampling rounds of a node, at most
+MIN_PERIOD_S = 2.0  # clock seconds: a slow clock must not mean two rounds a second
+
+
+def _no_progress(_: ActionProgress) -> None:
+    pass
+
+
+@contextlib.contextmanager
+def open_cluster(
+    config: str | Path | None = None,
+    *,
+    scenario: str | None = None,
+    recipe: str | None = None,
+    speed: float | None = None,
+    clock: Clock | None = None,
+    keep_state: bool = False,
+    read_only: bool = False,
+    no_config: str = "simulate",
+    sim_nodes: int | None = None,
+) -> Iterator[Session]:
+    """Open a cluster: `scenario` plays a simulated one; else `config` (a cluster.yaml), else
+    ./cluster.yaml or ~/.config/spark-tui/cluster.yaml; with none, `no_config` says what to
+    do: "simulate" (the simulated cluster, saying so), "refuse" (InputError), or "offline"
+    (no nodes, the real state: a report of the journal). Closed (monitor stopped,
+    connections closed, a simulation's scratch state removed) when the block ends."""
+    session = Session.open(
+        config,
+        scenario=scenario,
+        recipe=recipe,
+        speed=speed,
+        clock=clock,
+        keep_state=keep_state,
+        read_only=read_only,
+        no_config=no_config,
+        sim_nodes=sim_nodes,
+    )
+    try:
+        yield session
+    finally:
+        session.close()
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    """What `status` says of one node."""
+
+    name: str
+    role: str
+    reachable: bool
+    reason: str
+    containers: tuple[str, ...]
+    ray: str
+    phase: str
+    model: str | None
+    port: int | None
+    tok_s: float | None
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "role": self.role,
+            "reachable": self.reachable,
+            "reason": self.reason or None,
+            "containers": list(self.containers),
+            "ray": self.ray,
+            "phase": self.phase,
+            "model": self.model,
+            "port": self.port,
+            "tok_s": self.tok_s,
+        }
+
+
+class Session:
+    """One cluster, open; see the module docstring. Thread-safe where front ends need it:
+    events come from the monitor's threads, actions run in a worker thread."""
+
+    def __init__(
+        self,
+        config: ClusterConfig,
+        transports: dict[str, Transport],
+        clock: Clock,
+        kb: KnowledgeBase,
+        state: StateDir,
+        *,
+        sim: Any = None,
+        scenario: str | None = None,
+        no_cluster_yaml: bool = False,
+        recipe_id: str | None = None,
+    ) -> None:
+        self.config = config
+        self.transports = transports
+        self.clock = clock
+        self.kb = kb
+        self.state = state
+        self.sim = sim  # the SimCluster when simulated (tests reach its world through it)
+        self.scenario = scenario
+        self.no_cluster_yaml = no_cluster_yaml
+        self.journal = Journal(state.journal_path, simulated=state.simulated)
+        self.revisions = RevisionStore(state.revisions_dir)
+        self.guard = AutoRelaunchGuard(state.auto_relaunch_path)
+        self.monitor: ClusterMonitor | None = None
+        self._listeners: list[Listener] = []
+        self._listen_lock = threading.Lock()
+        self._recipe_id = recipe_id
+        self._recipe: Recipe | None = None
+        self._book: Any = None
+        self._bringup: GuidedBringUp | None = None
+        self._evidence: Any = None
+        self._last_launch_at: float | None = None
+        self._last_tok_s: float | None = None
+        self._preview_cache: dict[tuple, list[str]] = {}
+        self._closed = False
+
+    # ---- opening and closing ---------------------------------------------------------
+    @classmethod
+    def open(
+        cls,
+        config: str | Path | None = None,
+        *,
+        scenario: str | None = None,
+        recipe: str | None = None,
+        speed: float | None = None,
+        clock: Clock | None = None,
+        keep_state: bool = False,
+        read_only: bool = False,
+        no_config: str = "simulate",
+        sim_nodes: int | None = None,
+    ) -> Session:
+        from spark_tui.kb.loader import load_knowledge
+
+        if read_only:
+            policy.set_read_only(True)
+        kb = load_knowledge()
+        if scenario is None:
+            from spark_tui.nodes.config import find_cluster_config, load_cluster
+
+            if config is not None and not Path(config).exists():
+                raise InputError("no such cluster file", str(config))
+            path = Path(config) if config is not None else find_cluster_config()
+            if path is not None:
+                from spark_tui.nodes.transports import open_transports
+
+                cluster = load_cluster(path)
+                return cls(
+                    cluster,
+                    open_transports(cluster),
+                    clock or RealClock(),
+                    kb,
+                    StateDir.real(),
+                    recipe_id=recipe or cluster.recipe,
+                )
+            if no_config == "refuse":
+                raise InputError(
+                    "no cluster.yaml (./cluster.yaml or ~/.config/spark-tui/cluster.yaml): "
+                    "write one (see docs/cluster-yaml.md or 'spark-tui discover'), pass --config "
+                    "FILE, or --demo SCENARIO for the simulated cluster"
+                )
+            if no_config == "offline":
+                empty = ClusterConfig(nodes=(), source="<no cluster.yaml>")
+                return cls(empty, {}, clock or RealClock(), kb, StateDir.real(), recipe_id=recipe)
+        from spark_tui.sim import DEFAULT_SCENARIO, build_sim_cluster
+
+        name = scenario or DEFAULT_SCENARIO
+        kwargs: dict[str, Any] = {"nodes": sim_nodes} if sim_nodes else {}
+        if clock is not None:
+            kwargs["clock"] = clock
+        elif speed:
+            kwargs["speed"] = speed
+        sim = build_sim_cluster(name, **kwargs)
+        return cls(
+            sim.config,
+            dict(sim.transports),
+            sim.clock,
+            kb,
+            StateDir.for_simulation(name, keep=keep_state),
+            sim=sim,
+            scenario=name,
+            no_cluster_yaml=scenario is None,
+            recipe_id=recipe,
+        )
+
+    def close(self) -> None:
+        """Stop the monitor, close every connection, drop a simulation's scratch state."""
+        if self._closed:
+            return
+        self._closed = True
+        self.stop_watching()
+        if self._evidence is not None:
+            self._evidence.wait(10.0)
+        if self.sim is not None:
+            self.sim.close()
+        else:
+            for t in self.transports.values():
+                with contextlib.suppress(Exception):
+                    t.close()
+        self.state.discard()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def simulated(self) -> bool:
+        return self.config.simulated
+
+    @property
+    def read_only(self) -> bool:
+        return policy.read_only()
+
+    def describe(self) -> str:
+        """Which cluster this is, for a title or a status line."""
+        if self.simulated:
+            return f"simulated cluster ({len(self.config.nodes)} nodes, scenario {self.scenario})"
+        return f"{self.config.source} ({len(self.config.nodes)} nodes)"
+
+    # ---- recipes -----------------------------------------------------------------------
+    def recipes(self) -> Any:
+        """The recipe book: built-in, the user's (not in a simulation), this session's
+        revisions; a simulation's scenario recipe as the scenario plays it."""
+        if self._book is None:
+            from spark_tui.recipes.loader import RecipeBook, load_recipes
+
+            book = load_recipes(use_user=not self.simulated, revisions=self.revisions)
+            if self.sim is not None:
+                variant = self.sim.recipe
+                current = self.revisions.current(variant.id) or variant
+                book = RecipeBook({**book.recipes, variant.id: current})
+            self._book = book
+        return self._book
+
+    def recipe(self) -> Recipe | None:
+        """The recipe in use: chosen, switched to by a fix, or cluster.yaml's; at its newest
+        revision in this session's store."""
+        if self._recipe is None:
+            from spark_tui.remedy.actions.recipe_changes import switched_recipe
+
+            rid = self._recipe_id or self.config.recipe
+            switched = switched_recipe(self.state.active_recipe_path, rid)
+            rid = switched or rid
+            if rid is not None:
+                self._recipe = self.recipes().get(rid)
+        return self._recipe
+
+    def use_recipe(self, recipe: Recipe | str) -> Recipe:
+        """Use another recipe (by id or as given) from now on; the monitor follows its logs."""
+        r = self.recipes().get(recipe) if isinstance(recipe, str) else recipe
+        self._recipe = r
+        self._recipe_id = r.id
+        self._book = None
+        if self.monitor is not None:
+            self._follow_recipe_logs()
+        return r
+
+    def recipe_label(self) -> str:
+        r = self.recipe()
+        return "no recipe" if r is None else f"{r.id} rev {r.revision}"
+
+    def recipe_facts(self) -> dict[str, object]:
+        r = self.recipe()
+        return r.facts() if r is not None else {}
+
+    def undo(self) -> Recipe:
+        """Back to the recipe revision before the last patch (every revision stays on disk)."""
+        r = self.recipe()
+        if r is None:
+            raise InputError("no recipe in use: nothing to undo")
+        back = self.revisions.undo(r.id)
+        self.journal.append(event="recipe-undo", recipe=r.id, revision=back.revision)
+        return self.use_recipe(back)
+
+    # ---- the live monitor ----------------------------------------------------------------
+    def subscribe(self, listener: Listener) -> None:
+        """Receive every monitor event (from the monitor's threads: be thread-safe)."""
+        with self._listen_lock:
+            self._listeners.append(listener)
+
+    def _emit(self, event: Event) -> None:
+        with self._listen_lock:
+            listeners = list(self._listeners)
+        for listener in listeners:
+            listener(event)
+
+    def start(
+        self, listener: Listener | None = None, period_s: float | None = None
+    ) -> ClusterMonitor:
+        """Watch every node: readings, the recipe's logs, walls (events to the listeners).
+        A wall whose first fix only gathers evidence has it gathered at once. `period_s`:
+        clock seconds between two rounds of a node (default: sane for the clock's rate)."""
+        if listener is not None:
+            self.subscribe(listener)
+        if self.monitor is not None:
+            return self.monitor
+        from spark_tui.monitor import ClusterMonitor
+        from spark_tui.remedy.evidence import AutoEvidence
+
+        self._evidence = AutoEvidence(
+            self._emit,
+            self.config,
+            self.transports,
+            recipe=self.recipe,
+            directory=self.state.evidence_dir,
+        )
+        self.monitor = ClusterMonitor(
+            self.config,
+            self.transports,
+            self.kb,
+            self.clock,
+            self._evidence,
+            recipe_facts=self.recipe_facts,
+            period_s=period_s or max(MIN_PERIOD_S, REAL_PERIOD_S * self.clock.rate),
+        )
+        self._evidence.readings = self.monitor
+        self.monitor.start()
+        self._follow_recipe_logs()
+        return self.monitor
+
+    def stop_watching(self) -> None:
+        if self.monitor is not None:
+            self.monitor.stop(close_transports=False)
+            self.monitor = None
+
+    def _follow_recipe_logs(self) -> None:
+        """Tail the logs the recipe's launch plan writes, so their lines reach the matcher."""
+        recipe = self.recipe()
+        if self.monitor is None or recipe is None:
+            return
+        from spark_tui.recipes.render import render_plan
+
+        try:
+            plan = render_plan(recipe, self.config)
+        except SparkTuiError:
+            return  # a recipe that cannot render for this cluster has no logs to follow
+        self.monitor.follow(plan.log_sources)
+
+    def states(self) -> dict[str, NodeState]:
+        return self.monitor.states() if self.monitor is not None else {}
+
+    def diagnoses(self, include_resolved: bool = False) -> list[Diagnosis]:
+        """Diagnoses so far, newest first (active ones only unless asked)."""
+        if self.monitor is None:
+            return []
+        out = self.monitor.diagnoses().newest_first()
+        return out if include_resolved else [d for d in out if d.active]
+
+    def fresh_facts(self, node: str | None) -> dict[str, object]:
+        """A node's readings taken now (a fix's verify step); {} for the recipe (None)."""
+        if node is None:
+            return {}
+        from spark_tui.nodes.sampler import sample
+
+        return sample(self.transports[node], self.config.node(node), self.clock).facts()
+
+    # ---- what actions tell the session (remedy.actions.base.SessionHooks) ---------------
+    def expect_reboot(self, node: str) -> None:
+        if self.monitor is not None:
+            self.monitor.expect_reboot(node)
+
+    def launching(self, plan: LaunchPlan) -> None:
+        self._last_launch_at = self.clock.now()
+        if self.monitor is not None:
+            self.monitor.new_attempt(plan.nodes)
+            self.monitor.follow(plan.log_sources)
+
+    def launch_blocker(self) -> str | None:
+        if self.monitor is None or self._last_launch_at is None:
+            return None
+        for d in self.diagnoses():  # a check wall (a setting) never kills a launch by itself
+            if (
+                d.severity == "error"
+                and d.wall.kind != "check"
+                and d.first_seen >= self._last_launch_at
+            ):
+                where = f" on {d.node}" if d.node else ""
+                return f"{d.wall.id}{where}: {d.evidence[:200]}"
+        return None
+
+    # ---- actions ---------------------------------------------------------------------------
+    def environment(self) -> RunEnvironment:
+        return RunEnvironment(
+            self.transports, self.journal, self.revisions, self.state, self.clock, hooks=self
+        )
+
+    def plan_fix(self, diagnosis: Diagnosis, fix: Fix) -> FixPlan:
+        """A wall's fix planned for this cluster and recipe (what the run runs)."""
+        from spark_tui.remedy.fixes import plan_fix
+
+        names = {n.name for n in self.config.nodes}
+        seen = diagnosis.target_node if diagnosis.target_node in names else None
+        return plan_fix(
+            fix,
+            self.config,
+            recipe=self.recipe(),
+            seen=seen,
+            wall=diagnosis.wall.id,
+            recipes=self.recipes().recipes,
+        )
+
+    def fix_lines(self, diagnosis: Diagnosis, fix: Fix) -> list[str]:
+        """A fix's commands as planned for this cluster, without the title line (for a pane
+        that redraws often: cached per wall, node and recipe revision)."""
+        r = self.recipe()
+        key = (diagnosis.wall.id, fix.id, diagnosis.target_node, r and (r.id, r.revision))
+        lines = self._preview_cache.get(key)
+        if lines is None:
+            try:
+                lines = self.plan_fix(diagnosis, fix).preview_lines()[1:]
+            except SparkTuiError as exc:
+                lines = [f"# cannot plan it for this cluster: {exc}"]
+            self._preview_cache[key] = lines
+        return lines
+
+    def plan_launch(self, clean: bool | None = None) -> FixPlan:
+        """(Re)launch the recipe in use: stop the stack, drop caches (as the recipe says,
+        unless `clean` says otherwise), Ray, serve, smoke."""
+        recipe = self._require_recipe("launch")
+        return action_plan(
+            "relaunch",
+            f"Relaunch {recipe.id} (rev {recipe.revision})",
+            [("relaunch", {"clean": recipe.drop_caches if clean is None else clean})],
+            self.config,
+            recipe,
+        )
+
+    def plan_stop(self) -> FixPlan:
+        """Stop the serving stack and Ray on every node (containers renamed aside: logs kept)."""
+        return action_plan(
+            "stop",
+            "Stop serving and Ray on every node",
+            [("stop-stack", {"on": "all"})],
+            self.config,
+            self.recipe(),
+        )
+
+    def apply(
+        self,
+        plan: FixPlan,
+        confirm: Confirm | None = None,
+        progress: Progress | None = None,
+        *,
+        yes: bool = False,
+    ) -> FixResult:
+        """Run a plan (a fix, a launch, a stop): refused under --read-only, confirmed when
+        disruptive, journaled; its verify step on fresh readings. The recipe it leaves is
+        the one in use from now on; a verified fix resolves the walls it was for."""
+        from spark_tui.remedy.fixes import run_fix
+
+        result = run_fix(
+            plan,
+            self.environment(),
+            confirm=confirm,
+            emit=progress,
+            yes=yes,
+            verify_facts=self.fresh_facts,
+        )
+        if result.recipe is not None and result.recipe is not self._recipe:
+            self.use_recipe(result.recipe)
+        if result.tok_s is not None:
+            self._last_tok_s = result.tok_s
+        if result.ok and result.verified is not False and self.monitor is not None and plan.wall:
+            self.monitor.resolve_fixed(plan.wall, plan.fix.title, self._last_launch_at)
+        return result
+
+    def _require_recipe(self, what: str) -> Recipe:
+        recipe = self.recipe()
+        if recipe is None:
+            raise InputError(
+                f"no recipe to {what}: name one in cluster.yaml (recipe: ID) or with --recipe"
+            )
+        return recipe
+
+    def after_crash(self) -> RelaunchDecision:
+        """Whether the active error walls allow one automatic relaunch (at most one per
+        diagnosis, never blindly), and with which fix."""
+        return decide_after_crash(self.diagnoses(), self.guard, self.clock.now())
+
+    def unfinished(self) -> list[UnfinishedRun]:
+        """Changes that started and never ended (a kill, a crash): what may have half-run."""
+        return unfinished(self.journal)
+
+    # ---- read-only views ---------------------------------------------------------------------
+    def doctor(self) -> DoctorReport:
+        """Read-only preflight of every node; its readings feed the monitor's walls too, so
+        the doctor and the walls list never disagree."""
+        from spark_tui.nodes.doctor import recipe_model_paths, run_doctor
+
+        recipe = self.recipe()
+        report = run_doctor(
+            self.config,
+            self.transports,
+            self.kb,
+            self.clock,
+            recipe_facts=recipe.facts() if recipe else None,
+            image=recipe.image if recipe else None,
+            model_paths=(
+                recipe_model_paths(recipe.model.path, recipe.volumes, self.config.models_dir)
+                if recipe
+                else ()
+            ),
+            fit_recipe=recipe,
+        )
+        if self.monitor is not None:
+            self.monitor.adopt(report.states)
+        return report
+
+    def fit(self, recipe: Recipe) -> tuple[FitReport, dict[str, str]]:
+        """Whether a recipe's model fits each node's memory now (one round of readings), and
+        the nodes that could not be read (name -> why)."""
+        from spark_tui.recipes.fit import fit_nodes, read_states
+
+        if len(self.config.nodes) < recipe.nodes:
+            raise InputError(
+                f"recipe {recipe.id!r} needs {recipe.nodes} nodes; the cluster "
+                f"({self.config.source}) has {len(self.config.nodes)}"
+            )
+        nodes = [self.config.head, *self.config.workers][: recipe.nodes]
+        states = read_states(nodes, self.transports, self.clock)
+        unreachable = {
+            n: st.unavailable.get("node", "") for n, st in states.items() if not st.reachable
+        }
+        return fit_nodes(recipe, self.config, states), unreachable
+
+    def status(self) -> list[NodeStatus]:
+        """Every node now: reachable, containers, Ray membership, serving phase, model."""
+        from spark_tui.nodes.sampler import sample
+
+        states = {n.name: sample(self.transports[n.name], n, self.clock) for n in self.config.nodes}
+        recipe = self.recipe()
+        out = []
+        for n in self.config.nodes:
+            s = states[n.name]
+            running = tuple(c.name for c in s.containers if c.state == "running")
+            if s.ray is not None:
+                ray = f"head of {s.ray.nodes_alive} nodes, {s.ray.gpus_total:g} GPUs"
+            elif s.ray_member:
+                ray = "member"
+            else:
+                ray = "not running"
+            engine = s.engine
+            out.append(
+                NodeStatus(
+                    n.name,
+                    n.role,
+                    s.reachable,
+                    s.unavailable.get("node", ""),
+                    running,
+                    ray,
+                    s.serving.phase if s.reachable else "unknown",
+                    engine.model if engine else (recipe.model.id if recipe and running else None),
+                    engine.port if engine else None,
+                    self.last_tok_s() if n.role == "head" else None,
+                )
+            )
+        return out
+
+    def last_tok_s(self) -> float | None:
+        """tok/s of the newest smoke request that answered (this session's or the journal's)."""
+        if self._last_tok_s is not None:
+            return self._last_tok_s
+        for e in reversed(self.journal.entries()):
+            if e.get("event") == "finished" and e.get("action") == "smoke" and e.get("tok_s"):
+                return float(e["tok_s"])
+        return None
+
+    def report(
+        self,
+        diagnoses: list[Diagnosis] | None = None,
+        versions: dict[str, dict[str, str]] | None = None,
+    ) -> str:
+        """The Markdown incident report of this session (journal and revisions included)."""
+        from spark_tui.remedy.report import ReportData, build_report
+
+        recipe = self.recipe()
+        data = ReportData(
+            cluster=self.config,
+            recipe=recipe,
+            revisions=self.revisions.revisions(recipe.id) if recipe else [],
+            versions=versions or {},
+            diagnoses=diagnoses if diagnoses is not None else self.diagnoses(True),
+            journal=self.journal.entries(),
+        )
+        ev = self.state.evidence_dir
+        if ev.is_dir():
+            for f in sorted(ev.glob("*/*.txt"))[-20:]:
+                data.evidence[f"{f.parent.name}/{f.name}"] = f.read_text(errors="replace")
+        return build_report(data)
+
+    def export_report(self, diagnoses: list[Diagnosis] | None = None) -> Path:
+        """Write the report where it outlives the session (a simulation's state does not:
+        its reports go to the temporary directory); its path."""
+        import tempfile
+
+        reports = (
+            Path(tempfile.gettempdir()) / "spark-tui-demo-reports"
+            if self.state.scratch
+            else self.state.reports_dir
+        )
+        out = reports / time.strftime("incident-%Y%m%d-%H%M%S.md")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(self.report(diagnoses), encoding="utf-8")
+        return out
+
+    def bringup(self) -> GuidedBringUp:
+        """The guided bring-up over this cluster (one per session: it resumes)."""
+        if self._bringup is None:
+            from spark_tui.bringup import GuidedBringUp
+
+            self._bringup = GuidedBringUp(self)
+        return self._bringup
+
+    def worst_active(self) -> Diagnosis | None:
+        """The diagnosis a front end should show first: most severe, readings before log
+        lines (a log line's cause is chosen where it holds), then the earliest."""
+        active = [d for d in self.diagnoses() if d.severity != "info" and d.fixes()]
+        active.sort(
+            key=lambda d: (
+                SEVERITY_RANK[d.severity],
+                not d.source.endswith("readings"),
+                d.first_seen,
+            )
+        )
+        return active[0] if active else None
+
+
+__all__ = [
+    "DiagnosisRaised",
+    "DiagnosisResolved",
+    "NodeStatus",
+    "Session",
+    "open_cluster",
+]
