@@ -106,10 +106,15 @@ def test_watch_and_fix_and_trust_on_a_silent_port(
     watch = cli("watch", "--json", "--config", str(config), "--duration", "2")
     no_traceback(watch)
     assert watch.returncode == 0
-    assert (
-        watch.stderr == f"spark-tui: silent: unreachable ({address}:{port} {HANDSHAKE}), retrying\n"
-    )
-    assert all(json.loads(line)["wall"] for line in watch.stdout.splitlines())
+    silent = f"spark-tui: silent: unreachable ({address}:{port} {HANDSHAKE}), retrying"
+    lines = watch.stderr.splitlines()
+    assert silent in lines and set(lines) <= {silent, "spark-tui: spark1: reachable again"}
+    events = [json.loads(line) for line in watch.stdout.splitlines()]
+    assert {
+        "event": "unreachable",
+        "node": "silent",
+        "reason": f"{address}:{port} {HANDSHAKE}",
+    } in events
 
     dry = cli(
         "--config", str(config), "fix", "restart-loop", "--fix", "restart-policy-no", "--dry-run"
@@ -120,7 +125,7 @@ def test_watch_and_fix_and_trust_on_a_silent_port(
     no_traceback(fix)
     assert fix.returncode == 1
     assert fix.stderr.splitlines()[-1] == (
-        f"spark-tui: run on silent: unreachable ({address}:{port} {HANDSHAKE}, retrying)"
+        f"spark-tui: silent: {address}:{port} {HANDSHAKE}, retrying; nothing ran on any node"
     )
 
     trust = cli("trust", "silent", "--config", str(config), "--yes")
@@ -169,13 +174,12 @@ def test_doctor_and_fix_with_a_paused_sshd(sshd_cluster: SshdCluster) -> None:  
     assert checks(doctor)[("reachable", "spark2")]["detail"] == f"{where} {HANDSHAKE}, retrying"
     no_traceback(fix)
     assert fix.returncode == 1
-    assert (
-        fix.stderr.splitlines()[-1]
-        == f"spark-tui: run on spark2: unreachable ({where} {HANDSHAKE}, retrying)"
+    assert fix.stderr.splitlines()[-1] == (
+        f"spark-tui: spark2: {where} {HANDSHAKE}, retrying; nothing ran on any node"
     )
-    # the head got the fix, and said so; the paused node got nothing
-    assert any(c.startswith("docker ps") for c in sshd_cluster.node("spark1").commands())
-    assert not any(c.startswith("docker") for c in spark2.commands())
+    # every node of the fix answers before anything runs: neither got it
+    for node in ("spark1", "spark2"):
+        assert not any("docker update" in c for c in sshd_cluster.node(node).commands())
 
 
 # ---------------------------------------------------------------- host keys of two types
@@ -248,8 +252,8 @@ def test_a_read_only_state_directory_stops_a_fix_before_any_node(
     no_traceback(fix)
     assert fix.returncode == 1
     assert fix.stderr == (
-        f"spark-tui: {state_home / 'spark-tui'}: cannot write spark-tui's state (journal, recipe "
-        "revisions): Permission denied; make it writable or set XDG_STATE_HOME\n"
+        f"spark-tui: cannot open the lock {state_home / 'spark-tui' / 'fix.lock'}: "
+        "Permission denied; nothing was run\n"
     )
     assert sshd_cluster.node("spark1").commands() == []  # nothing ran without its journal
     assert recipes.returncode == 0 and recipes.stderr == ""  # reading needs no state
@@ -267,8 +271,7 @@ def test_an_unreadable_state_directory_is_one_line(tmp_path: Path) -> None:
     no_traceback(proc)
     assert proc.returncode == 1
     assert proc.stderr == (
-        f"spark-tui: {state / 'journal.jsonl'}: Permission denied (spark-tui's state directory: "
-        "make it writable, or set XDG_STATE_HOME)\n"
+        f"spark-tui: cannot read the journal {state / 'journal.jsonl'}: Permission denied\n"
     )
 
 
@@ -319,5 +322,5 @@ def test_an_unreadable_knowledge_directory_is_exit_2(tmp_path: Path) -> None:
     )
     assert (doctor.returncode, doctor.stderr) == (
         2,
-        f"spark-tui: {config / 'cluster.yaml'}: cannot read: Permission denied\n",
+        f"spark-tui: {knowledge}: cannot read: Permission denied\n",
     )

@@ -58,7 +58,9 @@ def test_a_patch_recipe_change_is_validated_like_a_file() -> None:
     with pytest.raises(InputError, match=r"patch-recipe.*not an environment variable name"):
         apply_patch(base, target="serve", set_env={"A B": "1"})
     with pytest.raises(InputError, match="not a command-line flag"):
-        RevisionStore(StateDir.real().revisions_dir).patch(base, note="bad", target="ray", set_args={"--x y": 1})
+        RevisionStore(StateDir.real().revisions_dir).patch(
+            base, note="bad", target="ray", set_args={"--x y": 1}
+        )
     assert RevisionStore(StateDir.real().revisions_dir).current(RID) is None  # nothing stored
 
 
