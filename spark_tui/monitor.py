@@ -54,7 +54,7 @@ from spark_tui.nodes.parsers.nccl import distinct_builds, parse_nccl_libraries
 from spark_tui.nodes.parsers.serving import ServingTracker
 from spark_tui.nodes.rules import RuleEngine, cluster_facts
 from spark_tui.nodes.sampler import Sampler
-from spark_tui.nodes.state import Container, NcclLibrary, NodeState, ServingState
+from spark_tui.nodes.state import NcclLibrary, NodeState, ServingState
 from spark_tui.nodes.transport import Reachability, Transport
 
 # log sources that are not the serving engine's log (they do not move log.silent_s)
@@ -132,6 +132,7 @@ class ClusterMonitor:
         self._nccl: dict[str, tuple[str, tuple[NcclLibrary, ...]]] = {}
         self._nccl_failed: dict[str, str] = {}
         self._own_log: dict[str, bool] = {n.name: False for n in cluster.nodes}
+        self._stack_seen: set[str] = set()  # nodes where the stack was seen up this attempt
         self._last_reachable: dict[str, float] = {}  # time of each node's last good round
         self._round_no: dict[str, int] = {n.name: 0 for n in cluster.nodes}
         self._round_cv = threading.Condition()
@@ -219,8 +220,19 @@ class ClusterMonitor:
                 if node in self._serving:
                     self._serving[node].reset("starting", now)
                     self._own_log[node] = False
+                    self._stack_seen.discard(node)
         for d in resolved:
             self.emit(DiagnosisResolved(d, now))
+
+    def stopped(self, nodes: Iterable[str]) -> None:
+        """spark-tui stopped the stack on these nodes: nothing serves there now."""
+        now = self.clock.now()
+        with self._lock:
+            for node in nodes:
+                if node in self._serving:
+                    self._serving[node].reset("stopped", now)
+                    self._own_log[node] = False
+                    self._stack_seen.discard(node)
 
     def resolve_fixed(self, wall_id: str, how: str, last_launch_at: float | None) -> None:
         """A fix for this wall ran and verified: its readings walls are resolved (raised
@@ -400,22 +412,28 @@ class ClusterMonitor:
         self._drain()
         return bool(done)
 
-    def _serving_of(self, node: str, containers: Sequence[Container]) -> ServingState:
+    def _serving_of(self, node: str, state: NodeState) -> ServingState:
         """A node's serving phase: from its own serving log; a node whose engine rank logs
-        through the head (no serving line of its own in this attempt) shows the head's
-        progress while it takes part (a serving or Ray container runs there)."""
+        through the head (no engine line of its own in this attempt) shows the head's
+        progress while it takes part. Where nothing of the stack runs any more (no serving
+        or Ray container up, no engine process), it is stopped — or crashed, if it was."""
         own = self._serving[node].state
+        up = state.engine is not None or any(
+            c.state == "running" and _is_stack_name(c.name, c.image) for c in state.containers
+        )
+        if up:
+            self._stack_seen.add(node)
+        elif node in self._stack_seen:  # it was up in this attempt and is gone now
+            return own if own.phase in ("crashed", "stopped") else ServingState()
         head = self.cluster.head.name
         if node == head or self._own_log.get(node) or head not in self._serving:
             return own
-        if not any(c.state == "running" and _is_stack_name(c.name, c.image) for c in containers):
-            return ServingState()  # nothing of the engine runs here: stopped
         h = self._serving[head].state
         return dataclasses.replace(h, tok_s=None, requests_running=None)
 
     def _merge_live(self, node: str, state: NodeState) -> NodeState:
         """Fold the live streams into a round: the serving progress and fresh dmon figures."""
-        serving = self._serving_of(node, state.containers)
+        serving = self._serving_of(node, state)
         gpus = state.gpus
         fresh = self.clock.now() - 3 * max(self.period_s, 1.0)
         live = {g: s for g, (s, at) in self._dmon[node].items() if at >= fresh}
@@ -624,8 +642,6 @@ class ClusterMonitor:
             now = self.clock.now()
             first_no = self._match.line_count(key) + 1
             serving = source not in NON_SERVING_SOURCES
-            if serving:
-                self._own_log[node] = True
             for i, line in enumerate(lines):
                 if serving:
                     self._serving[node].feed(line, now)
@@ -646,12 +662,14 @@ class ClusterMonitor:
                         diag.attempt = self.attempt
                     if self._announce(diag, new, now):
                         raised.append(DiagnosisRaised(diag, new, now))
+            if serving and self._serving[node].engine_seen:
+                self._own_log[node] = True  # this node's engine rank logs here itself
             if serving:  # the panes show progress without waiting for a round
                 for name in [node, *self._mirrors(node)]:
                     if name in self._states and self._states[name].reachable:
                         st = self._states[name]
                         self._states[name] = dataclasses.replace(
-                            st, serving=self._serving_of(name, st.containers)
+                            st, serving=self._serving_of(name, st)
                         )
         self.emit(LogLines(node, source, tuple(lines), first_no, tuple(marks)))
         for event in raised:

@@ -418,6 +418,10 @@ class Session:
             self.monitor.new_attempt(plan.nodes)
             self.monitor.follow(plan.log_sources)
 
+    def stopped(self, nodes: tuple[str, ...]) -> None:
+        if self.monitor is not None:
+            self.monitor.stopped(nodes)
+
     def launch_blocker(self) -> str | None:
         if self.monitor is None or self._last_launch_at is None:
             return None

@@ -74,7 +74,7 @@ class SparkTuiApp(App[int]):
                 self.notify(str(exc), title="Live monitor", severity="error", timeout=10)
             else:
                 if self.autoplay and self.session.simulated:
-                    self.main_screen.play_scenario()
+                    self.call_after_refresh(self.main_screen.play_scenario)
 
     def on_unmount(self) -> None:
         self.session.stop_watching()  # whoever opened the session closes it

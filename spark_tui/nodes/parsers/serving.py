@@ -32,6 +32,8 @@ _THROUGHPUT = re.compile(
     r"gen throughput \(token/s\): ([\d.]+)(?:, #queue-req: \d+)?"
 )
 _SGLANG_RUNNING = re.compile(r"#running-req: (\d+)")
+# lines only the engine prints (a Ray daemon's own log has none of them)
+_ENGINE_LINES = (_LOAD, _LOAD_PCT, _CAPTURE_START, _SERVING, _THROUGHPUT, _SGLANG_RUNNING)
 # Lines that say nothing moved do not break the log's silence (the stall detector's
 # log.silent_s): the access log of spark-tui's own /metrics and /health reads, vLLM's
 # once-a-minute "No available shared memory broadcast block" and a stats line with no
@@ -48,6 +50,7 @@ class ServingTracker:
 
     def __init__(self) -> None:
         self.state = ServingState()
+        self.engine_seen = False  # a line of the engine itself (not Ray's) since the reset
 
     def _set(self, **changes: object) -> None:
         self.state = dataclasses.replace(self.state, **changes)
@@ -55,6 +58,7 @@ class ServingTracker:
     def reset(self, phase: str, now: float) -> None:
         """A new launch attempt: nothing of the last one's progress counts."""
         self.state = ServingState(phase=phase, progress_at=now)
+        self.engine_seen = False
 
     def mark_crashed(self) -> None:
         """The knowledge base recognised an error wall in this log: the engine stopped."""
@@ -69,9 +73,13 @@ class ServingTracker:
                 self._set(requests_running=float(m.group(2)), tok_s=0.0)
             return self.state
         self._set(last_log_at=now)
-        if s.phase == "crashed" and not _STARTING.search(line):
-            return self.state  # what a dead engine prints last does not revive it
+        if any(r.search(line) for r in _ENGINE_LINES):
+            self.engine_seen = True
         if s.phase in ("stopped", "crashed"):
+            # what a stopped or dead stack prints last (shutdown, a traceback) starts nothing:
+            # only an engine starting, or its progress, does
+            if not _STARTING.search(line) and not any(r.search(line) for r in _ENGINE_LINES):
+                return self.state
             self._set(phase="starting", progress_at=now)
         if m := _CAPTURE.search(line):
             done, total = int(m.group(1)), int(m.group(2))

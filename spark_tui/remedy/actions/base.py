@@ -112,6 +112,9 @@ class SessionHooks(Protocol):
         """An error wall of this attempt that ends a launch's wait early ('wall: evidence'),
         or None: waiting out a startup timeout for a deadlocked engine helps nobody."""
 
+    def stopped(self, nodes: tuple[str, ...]) -> None:
+        """The serving stack was stopped on these nodes."""
+
 
 class NoHooks:
     def expect_reboot(self, node: str) -> None:
@@ -122,6 +125,9 @@ class NoHooks:
 
     def launch_blocker(self) -> str | None:
         return None
+
+    def stopped(self, nodes: tuple[str, ...]) -> None:
+        pass
 
 
 @dataclass

@@ -223,6 +223,11 @@ class StopStack(_PerNode):
     def generic_lines(self, params: Mapping[str, Any]) -> list[str]:
         return [GENERIC_STOP_STACK]
 
+    def run(self, planned: PlannedAction, ctx: RunContext) -> bool:
+        ok = super().run(planned, ctx)
+        ctx.hooks.stopped(tuple(ctx.result.done))
+        return ok
+
     def commands_for(
         self, action: Action, node: NodeConfig, ctx: PlanContext
     ) -> list[PlannedCommand]:
