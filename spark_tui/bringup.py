@@ -214,11 +214,15 @@ class GuidedBringUp:
 
     # --- steps 3 to 7 ------------------------------------------------------------------
     def fix_plans(self) -> list[FixPlan]:
-        """The first fix of every active error or warning (not relaunches nor recipe
-        switches: the bring-up launches by itself)."""
+        """The first fix that changes something of every active error or warning (evidence
+        is gathered as a wall is raised; not relaunches nor recipe switches: the bring-up
+        launches by itself)."""
+        from spark_tui.remedy.evidence import evidence_only
+
         plans, seen = [], set()
         for d in self.session.diagnoses():
-            fixes = [f for f in d.wall.fixes if f.id in d.fixes()]
+            by_id = {f.id: f for f in d.wall.fixes}
+            fixes = [by_id[i] for i in d.fixes() if i in by_id and not evidence_only(by_id[i])]
             if d.severity == "info" or not fixes or d.wall.id in seen:
                 continue
             fix = fixes[0]

@@ -82,7 +82,10 @@ def main(argv: list[str] | None = None) -> int:
             from spark_tui.tui.launch import run_tui
 
             return run_tui(
-                config=result.config, read_only=result.read_only, scenario=result.scenario
+                config=result.config,
+                read_only=result.read_only,
+                scenario=result.scenario,
+                keep_state=result.keep_state,
             )
         return int(result or 0)
     except SparkTuiError as exc:

@@ -51,6 +51,7 @@ from spark_tui.nodes.cluster import ClusterConfig
 from spark_tui.nodes.parsers import Unparseable
 from spark_tui.nodes.parsers.dmon import DmonParser, DmonSample
 from spark_tui.nodes.parsers.nccl import distinct_builds, parse_nccl_libraries
+from spark_tui.nodes.parsers.processes import EngineOutput, parse_engine_output
 from spark_tui.nodes.parsers.serving import ServingTracker
 from spark_tui.nodes.rules import RuleEngine, cluster_facts
 from spark_tui.nodes.sampler import Sampler
@@ -133,6 +134,7 @@ class ClusterMonitor:
         self._nccl_failed: dict[str, str] = {}
         self._own_log: dict[str, bool] = {n.name: False for n in cluster.nodes}
         self._stack_seen: set[str] = set()  # nodes where the stack was seen up this attempt
+        self._engines_read: set[tuple[str, int]] = set()  # engine processes whose log we found
         self._last_reachable: dict[str, float] = {}  # time of each node's last good round
         self._round_no: dict[str, int] = {n.name: 0 for n in cluster.nodes}
         self._round_cv = threading.Condition()
@@ -142,11 +144,15 @@ class ClusterMonitor:
 
     # ------------------------------------------------------------------ public
     def start(self) -> None:
-        """Start a sampling thread per node (and dmon streams, and the log flusher)."""
+        """Start a sampling thread per node (and dmon streams, the log flusher, and the tails
+        of the logs cluster.yaml names)."""
         if self._started:
             return
         self._started = True
         self._spawn("log-flush", self._flush_loop)
+        for node in self.cluster.nodes:
+            for log in node.logs:
+                self.tail(node.name, log.name, log_source_command(log.kind, log.value))
         for node in self.cluster.nodes:
             self._spawn(f"sample:{node.name}", self._node_loop, node.name)
             if self.dmon:
@@ -421,10 +427,11 @@ class ClusterMonitor:
         up = state.engine is not None or any(
             c.state == "running" and _is_stack_name(c.name, c.image) for c in state.containers
         )
-        if up:
-            self._stack_seen.add(node)
-        elif node in self._stack_seen:  # it was up in this attempt and is gone now
-            return own if own.phase in ("crashed", "stopped") else ServingState()
+        if not up:
+            if node in self._stack_seen:  # it was up in this attempt and is gone now
+                return own if own.phase in ("crashed", "stopped") else ServingState()
+            return own  # nothing seen of the stack here: only its own log can say
+        self._stack_seen.add(node)
         head = self.cluster.head.name
         if node == head or self._own_log.get(node) or head not in self._serving:
             return own
@@ -477,11 +484,41 @@ class ClusterMonitor:
             seen.update(fresh)
             self._ingest(node, KERNEL_SOURCE, fresh)
         self._read_nccl_once(node, state)
+        self._attach_engine_log(node, state)
         if self.auto_tail and not self._stop.is_set():
             for c in state.containers:
                 if c.state == "running" and _is_serving_name(c.name, c.image):
                     command = shell.fill(commands.SERVE_LOG_TAIL, {"container": c.name})
                     self.tail(node, f"container:{c.name}", command)
+
+    def _attach_engine_log(self, node: str, state: NodeState) -> None:
+        """An engine found running (whoever started it) has its log followed: the file its
+        output goes to, its container's output, or its systemd unit — once per process."""
+        engine = state.engine
+        if engine is None or not self.auto_tail or self._stop.is_set():
+            return
+        with self._lock:
+            if (node, engine.pid) in self._engines_read:
+                return
+            self._engines_read.add((node, engine.pid))
+            tailed = list(self._tailing.items())
+        command = shell.fill(commands.ENGINE_OUTPUT, {"pid": engine.pid})
+        try:
+            res = self.transports[node].run(command, timeout=15.0)
+        except Exception:  # unreachable now: try again next round
+            with self._lock:
+                self._engines_read.discard((node, engine.pid))
+            return
+        out = parse_engine_output(res.stdout)
+        tail = engine_log_command(out, state)
+        if tail is None:
+            return
+        # already followed: the recipe's serve log (the same file), or its container's output
+        followed = [cmd for (n, _source), cmd in tailed if n == node]
+        key = out.file or engine_container(out, state)
+        if key and any(key in cmd for cmd in followed):
+            return
+        self.tail(node, f"engine:{engine.pid}", f"{tail} 2>/dev/null")
 
     def _read_nccl_once(self, node: str, state: NodeState) -> None:
         """Once per launch (a serving container not read before): its libnccl.so.2 files."""
@@ -687,6 +724,42 @@ class ClusterMonitor:
             self._last_emit[key] = now
             return True
         return False
+
+
+def log_source_command(kind: str, value: str) -> str:
+    """The tail of a cluster.yaml log source (a command is taken as written)."""
+    if kind == "file":
+        return shell.fill(commands.FILE_TAIL, {"path": value})
+    if kind == "unit":
+        return shell.fill(commands.UNIT_TAIL, {"unit": value})
+    if kind == "container":
+        return shell.fill(commands.SERVE_LOG_TAIL, {"container": value})
+    return value
+
+
+def engine_container(out: EngineOutput, state: NodeState) -> str | None:
+    """The name of the container an engine runs in (its short id when not listed)."""
+    if not out.container_id:
+        return None
+    return next(
+        (c.name for c in state.containers if out.container_id.startswith(c.id)),
+        out.container_id[:12],
+    )
+
+
+def engine_log_command(out: EngineOutput, state: NodeState) -> str | None:
+    """How to follow a running engine's output: the file (inside its container when it has
+    one), its container's output, its unit's journal; None for a terminal or unknown."""
+    container = engine_container(out, state)
+    if out.file and container:
+        return shell.fill(commands.CONTAINER_FILE_TAIL, {"container": container, "path": out.file})
+    if out.file:
+        return shell.fill(commands.FILE_TAIL, {"path": out.file})
+    if container:
+        return shell.fill(commands.SERVE_LOG_TAIL, {"container": container})
+    if out.unit:
+        return shell.fill(commands.UNIT_TAIL, {"unit": out.unit})
+    return None
 
 
 def _is_serving_name(name: str, image: str) -> bool:

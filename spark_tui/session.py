@@ -19,6 +19,7 @@ thin callers: none builds transports, monitors or journals itself. No Textual he
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -95,6 +96,15 @@ def open_cluster(
         session.close()
 
 
+def _stack_up(state: NodeState) -> bool:
+    """A container of the serving stack (the engine's or Ray's) is up on the node."""
+    words = ("vllm", "sglang", "ray")
+    return any(
+        c.state == "running" and any(w in f"{c.name} {c.image}".lower() for w in words)
+        for c in state.containers
+    )
+
+
 @dataclass(frozen=True)
 class NodeStatus:
     """What `status` says of one node."""
@@ -164,6 +174,7 @@ class Session:
         self._last_launch_at: float | None = None
         self._last_tok_s: float | None = None
         self._preview_cache: dict[tuple, list[str]] = {}
+        self._adopted: dict[str, Recipe] = {}  # recipes adopted from what runs, this session
         self._closed = False
 
     # ---- opening and closing ---------------------------------------------------------
@@ -278,10 +289,12 @@ class Session:
             from spark_tui.recipes.loader import RecipeBook, load_recipes
 
             book = load_recipes(use_user=not self.simulated, revisions=self.revisions)
-            if self.sim is not None:
+            extra = dict(self._adopted)
+            if self.sim is not None and self.sim.recipe is not None:
                 variant = self.sim.recipe
-                current = self.revisions.current(variant.id) or variant
-                book = RecipeBook({**book.recipes, variant.id: current})
+                extra[variant.id] = self.revisions.current(variant.id) or variant
+            if extra:
+                book = RecipeBook({**book.recipes, **extra}, book.errors)
             self._book = book
         return self._book
 
@@ -307,6 +320,103 @@ class Session:
         if self.monitor is not None:
             self._follow_recipe_logs()
         return r
+
+    @property
+    def plays_launch(self) -> bool:
+        """Whether this is a simulated story whose recipe is launched as it plays (not a
+        deployment already running that spark-tui did not start)."""
+        return self.sim is not None and self.sim.recipe is not None and self.sim.scenario.launch
+
+    def running_engine(self) -> tuple[str, Any] | None:
+        """(node, EngineProcess) of the serving engine running now, whoever started it (the
+        head's first): read from each node's processes."""
+        from spark_tui.nodes.sampler import sample
+
+        states = self.states() or {
+            n.name: sample(self.transports[n.name], n, self.clock) for n in self.config.nodes
+        }
+        order = [self.config.head.name] + [n.name for n in self.config.workers]
+        for name in order:
+            st = states.get(name)
+            if st is not None and st.reachable and st.engine is not None:
+                return name, st
+        return None
+
+    def adopt_running(self) -> tuple[Recipe, str]:
+        """The deployment running now as a recipe, derived from its engine's command line and
+        its container (image, name): the recipe, and the file text to show before saving."""
+        import shlex
+
+        from spark_tui.engine_command import engine_words
+        from spark_tui.monitor import engine_container
+        from spark_tui.nodes import commands
+        from spark_tui.nodes.parsers.processes import parse_engine_output
+        from spark_tui.recipes.community import parse_community
+        from spark_tui.recipes.revisions import recipe_to_yaml
+
+        found = self.running_engine()
+        if found is None:
+            raise InputError(
+                "no serving engine runs on any node (no `vllm serve` or SGLang server in ps): "
+                "nothing to adopt; choose a recipe (spark-tui recipes list)"
+            )
+        node, state = found
+        engine = state.engine
+        from spark_tui import shell
+
+        res = self.transports[node].run(
+            shell.fill(commands.ENGINE_OUTPUT, {"pid": engine.pid}), timeout=15.0
+        )
+        container = engine_container(parse_engine_output(res.stdout), state)
+        image = next((c.image for c in state.containers if c.name == container), None)
+        words = engine_words(list(engine.args)) or list(engine.args)
+        model = (engine.model or "model").rstrip("/").split("/")[-1].lower()
+        rid = "adopted-" + "".join(ch if ch.isalnum() or ch in ".-" else "-" for ch in model)
+        data = {
+            "recipe_version": "1",
+            "name": f"adopted from what runs on {node}",
+            "model": engine.model,
+            "container": image or "unknown-image",
+            "command": shlex.join(words),
+        }
+        recipe = parse_community(data, f"{rid}.yaml")
+        recipe = dataclasses.replace(
+            recipe,
+            head_container=container or recipe.head_container,
+            sources=(),
+            notes=(f"Adopted from the engine running on {node} (pid {engine.pid}).",),
+            image_note="" if image else "the image could not be read: set it (--set image=NAME)",
+            origin="spark-tui",
+        )
+        where = f"container {container} ({image})" if container else "no container"
+        head = [
+            f"# Adopted by spark-tui from the engine running on {node} (pid {engine.pid}, {where}):",
+            f"#   {shlex.join(engine.args)[:300]}",
+            "# status: untested; edit it as you would any recipe (docs/recipes.md).",
+        ]
+        head += [f"#   not mapped: {u}".replace("\n", " ") for u in recipe.unmapped]
+        return recipe, "\n".join(head) + "\n" + recipe_to_yaml(recipe)
+
+    def save_adopted(self, recipe: Recipe, text: str) -> Path | None:
+        """Use an adopted recipe from now on; on a real cluster it is saved among the user's
+        recipes (a simulation keeps it for the session). The path written, if any."""
+        policy.refuse_if_read_only(f"save the adopted recipe {recipe.id}")
+        path = None
+        if not self.simulated:
+            from spark_tui import paths
+
+            path = paths.user_recipes_dir() / f"{recipe.id}.yaml"
+            if path.exists():
+                raise InputError(f"{path} exists: remove or rename it first", str(path))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        self._adopted[recipe.id] = recipe
+        self.journal.append(
+            event="recipe-adopted", recipe=recipe.id, file=str(path) if path else None
+        )
+        self._book = None
+        self.use_recipe(recipe.id)
+        return path
 
     def recipe_label(self) -> str:
         r = self.recipe()
@@ -517,7 +627,9 @@ class Session:
             self.use_recipe(result.recipe)
         if result.tok_s is not None:
             self._last_tok_s = result.tok_s
-        if result.ok and result.verified is not False and self.monitor is not None and plan.wall:
+        remedial = any(not a.kind.collects_evidence for a in plan.actions)  # not just evidence
+        fixed = result.ok and result.verified is not False and remedial and bool(plan.wall)
+        if fixed and self.monitor is not None:
             self.monitor.resolve_fixed(plan.wall, plan.fix.title, self._last_launch_at)
         return result
 
@@ -525,7 +637,8 @@ class Session:
         recipe = self.recipe()
         if recipe is None:
             raise InputError(
-                f"no recipe to {what}: name one in cluster.yaml (recipe: ID) or with --recipe"
+                f"no recipe to {what}: name one in cluster.yaml (recipe: ID) or with --recipe, "
+                "or adopt what runs now as one (spark-tui recipes adopt)"
             )
         return recipe
 
@@ -581,37 +694,75 @@ class Session:
         return fit_nodes(recipe, self.config, states), unreachable
 
     def status(self) -> list[NodeStatus]:
-        """Every node now: reachable, containers, Ray membership, serving phase, model."""
+        """Every node now: reachable, containers up, Ray membership, serving phase, model.
+
+        With the monitor running, its readings (the phase from the logs); else one round
+        of each node, the phase from the engine's own /metrics (serving when it answers)."""
         from spark_tui.nodes.sampler import sample
 
-        states = {n.name: sample(self.transports[n.name], n, self.clock) for n in self.config.nodes}
-        recipe = self.recipe()
+        if self.monitor is not None:
+            self.monitor.wait_rounds(1, timeout=60.0)  # a round taken after this call
+        live = self.states()
+        states = {
+            n.name: live.get(n.name) or sample(self.transports[n.name], n, self.clock)
+            for n in self.config.nodes
+        }
+        phases = {name: st.serving.phase for name, st in states.items()}
+        if not live:
+            phases = {name: self._engine_phase(name, st) for name, st in states.items()}
+            head = self.config.head.name
+            for name, st in states.items():  # a Ray member serves what its head serves
+                if name != head and st.engine is None and (st.ray_member or _stack_up(st)):
+                    phases[name] = phases[head]
+        tok_s = self.last_tok_s()
         out = []
         for n in self.config.nodes:
-            s = states[n.name]
-            running = tuple(c.name for c in s.containers if c.state == "running")
-            if s.ray is not None:
-                ray = f"head of {s.ray.nodes_alive} nodes, {s.ray.gpus_total:g} GPUs"
-            elif s.ray_member:
+            st = states[n.name]
+            up = tuple(
+                c.name if c.state == "running" else f"{c.name} ({c.state})"
+                for c in st.containers
+                if c.state in ("running", "restarting")
+            )
+            if st.ray is not None:
+                ray = f"head of {st.ray.nodes_alive} nodes, {st.ray.gpus_total:g} GPUs"
+            elif st.ray_member:
                 ray = "member"
             else:
                 ray = "not running"
-            engine = s.engine
+            engine = st.engine
             out.append(
                 NodeStatus(
                     n.name,
                     n.role,
-                    s.reachable,
-                    s.unavailable.get("node", ""),
-                    running,
+                    st.reachable,
+                    st.unavailable.get("node", ""),
+                    up,
                     ray,
-                    s.serving.phase if s.reachable else "unknown",
-                    engine.model if engine else (recipe.model.id if recipe and running else None),
+                    phases[n.name] if st.reachable else "unknown",
+                    engine.model if engine else None,
                     engine.port if engine else None,
-                    self.last_tok_s() if n.role == "head" else None,
+                    tok_s if n.role == "head" and phases[n.name] == "serving" else None,
                 )
             )
         return out
+
+    def _engine_phase(self, node: str, state: NodeState) -> str:
+        """Without the logs: an engine whose /metrics answers serves; one that does not yet
+        is starting; none is stopped."""
+        from spark_tui import shell
+        from spark_tui.nodes import commands
+        from spark_tui.nodes.parsers import Unparseable
+        from spark_tui.nodes.parsers.metrics import parse_metrics
+        from spark_tui.nodes.transport import NodeUnreachable
+
+        if not state.reachable or state.engine is None:
+            return "stopped" if state.reachable else "unknown"
+        command = shell.fill(commands.METRICS, {"port": state.engine.port})
+        try:
+            res = self.transports[node].run(command, timeout=10.0)
+        except NodeUnreachable:
+            return "unknown"
+        return "starting" if isinstance(parse_metrics(res.stdout), Unparseable) else "serving"
 
     def last_tok_s(self) -> float | None:
         """tok/s of the newest smoke request that answered (this session's or the journal's)."""

@@ -88,11 +88,9 @@ def bring_up(
     monitor = session.monitor
     assert monitor is not None
     _rounds(session, 1)
-    recipe = session.recipe()
+    recipe = session.recipe() or _adopt(session, emit, confirm, yes)
     if recipe is None:
-        raise SparkTuiError(
-            "no recipe to bring up: name one in cluster.yaml (recipe: ID) or --recipe"
-        )
+        return _done(session, run, emit)
     emit({"event": "recipe", "recipe": recipe.id, "revision": recipe.revision})
 
     # 1. doctor, and the fixes its findings call for
@@ -161,6 +159,23 @@ def bring_up(
             run.launches += 1
             launched_by = result
     return _done(session, run, emit)
+
+
+def _adopt(session: Session, emit: EmitEvent, confirm: Confirm | None, yes: bool) -> Any:
+    """No recipe named: the deployment running now becomes one, once confirmed."""
+    if session.running_engine() is None:
+        raise SparkTuiError(
+            "no recipe to bring up and no engine running to adopt: name one in cluster.yaml "
+            "(recipe: ID) or with --recipe (spark-tui recipes list)"
+        )
+    recipe, text = session.adopt_running()
+    emit({"event": "adopt", "recipe": recipe.id, "text": text})
+    question = f"Adopt the deployment running now as recipe {recipe.id} and use it?"
+    if not yes and (confirm is None or not confirm(question, ())):
+        emit({"event": "refused", "fix": "adopt", "why": "not confirmed: nothing saved"})
+        return None
+    session.save_adopted(recipe, text)
+    return session.recipe()
 
 
 def _run(

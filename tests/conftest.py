@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,16 @@ def _private_home(
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
     monkeypatch.setenv("XDG_STATE_HOME", str(home / ".local" / "state"))
+
+
+@pytest.fixture(autouse=True)
+def _writable_policy() -> Iterator[None]:
+    """--read-only is process-wide: each test starts (and leaves the next one) writable."""
+    from spark_tui import policy
+
+    policy._reset_for_tests()
+    yield
+    policy._reset_for_tests()
 
 
 def require_tool(name: str) -> str:

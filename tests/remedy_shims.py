@@ -10,18 +10,28 @@ boot id) and runs anything else (mv), `curl` answers a chat completion.
 
 Each node gets its own LocalTransport(env=…) with NODE, NODE_STATE,
 SHIM_SHARED and SHIM_LOG set, so the shims know which node they run on.
+
+`run_env` is what a session hands `run_fix`: the transports, the journal, the recipe
+revisions and the lock of a state directory (the test's private real one by default),
+and a clock (`StepClock`: waits pass at once).
 """
 
 from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from spark_tui.clock import Clock
 from spark_tui.nodes.cluster import ClusterConfig
 from spark_tui.nodes.local import LocalTransport
-from spark_tui.nodes.transport import CommandResult
+from spark_tui.nodes.transport import CommandResult, Transport
+from spark_tui.recipes.revisions import RevisionStore
+from spark_tui.remedy.fixes import RunEnvironment
+from spark_tui.remedy.journal import Journal
+from spark_tui.state import StateDir
 
 REAL_CAT = "/bin/cat" if Path("/bin/cat").exists() else "/usr/bin/cat"
 
@@ -39,7 +49,7 @@ case "$1" in
   rename)
     if [ -f "$NODE_STATE/containers/$2" ]; then mv "$NODE_STATE/containers/$2" "$NODE_STATE/containers/$3";
     else echo "Error response from daemon: No such container: $2" >&2; exit 1; fi ;;
-  ps) ls "$NODE_STATE/containers" 2>/dev/null ;;
+  ps) ls "$NODE_STATE/containers" 2>/dev/null; exit 0 ;;
   logs) echo "ray: started" ;;
   exec)
     shift
@@ -161,3 +171,53 @@ def make_world(root: Path, cluster: ClusterConfig, **extra_env: str) -> ShimWorl
             node.name, world.env(node.name, **extra_env)
         )
     return world
+
+
+class StepClock:
+    """Simulated time for waits: sleep() moves now() on at once (no real waiting)."""
+
+    def __init__(self) -> None:
+        self.t = 1_000.0
+        self.slept: list[float] = []
+
+    def now(self) -> float:
+        return self.t
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.t += seconds
+
+    def wait(self, seconds: float, stop) -> bool:
+        self.sleep(seconds)
+        return stop.is_set()
+
+    @property
+    def rate(self) -> float:
+        return 1.0
+
+
+def run_env(
+    transports: Mapping[str, Transport],
+    clock: Clock | None = None,
+    state: StateDir | None = None,
+) -> RunEnvironment:
+    """The environment a session gives a run: `state` (default: the real state directory,
+    private to each test) holds the journal, revisions and lock."""
+    state = state or StateDir.real()
+    return RunEnvironment(
+        transports,
+        Journal(state.journal_path, simulated=state.simulated),
+        RevisionStore(state.revisions_dir),
+        state,
+        clock or StepClock(),
+    )
+
+
+def journal() -> Journal:
+    """The real journal (private to each test)."""
+    return Journal(StateDir.real().journal_path)
+
+
+def revisions() -> RevisionStore:
+    """The real recipe revisions (private to each test)."""
+    return RevisionStore(StateDir.real().revisions_dir)

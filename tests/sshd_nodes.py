@@ -5,7 +5,7 @@ Each node is `/usr/sbin/sshd -D -e -f CONFIG` on its own address (127.0.0.2,
 private HOME with its own key pair, ~/.ssh/config (one Host alias per node) and
 known_hosts. sshd's `SetEnv PATH=…` puts a node-specific bin directory first,
 holding shim tools that print real captured output (nvidia-smi, docker, ip,
-ibdev2netdev, dmesg, sudo, ping, ssh) and record every call to the node's
+ibdev2netdev, dmesg, ps, sudo, ping, ssh) and record every call to the node's
 commands.log.
 
 Use from any test file:
@@ -31,8 +31,8 @@ API
   .set_file(name, text), .remove_tool(name), .sshd_log().
   Data files the shims read: query-gpu.csv, query-apps.csv, nvidia-smi.txt, dmon.txt,
   docker-ps.jsonl, ray-status.txt, image-id.txt, serve.log (docker logs), ip-o-link.txt,
-  ip-br-addr.txt, ibdev2netdev.txt, dmesg.txt, meminfo.txt and boot.txt (boot id + uptime;
-  else the real /proc files),
+  ip-br-addr.txt, ibdev2netdev.txt, dmesg.txt, ps.txt (`ps -ww -eo pid=,args=`; none by
+  default), meminfo.txt and boot.txt (boot id + uptime; else the real /proc files),
   ping-reachable, sudo-needs-password (present = sudo -n refuses), sudo-allows (present:
   the only command lines `sudo -n -l CMD` allows, one a line, like a narrow sudoers rule).
 - shim_node(dir, name) → an SshdNode set up but not started: its bin_dir on a
@@ -82,7 +82,22 @@ esac
 """,
     "docker": r"""
 case "$1" in
-  ps) /bin/cat "$D/docker-ps.jsonl" 2>/dev/null ;;
+  ps)
+    f="$D/docker-ps.jsonl"; [ -f "$f" ] || exit 0
+    case " $* " in
+      *" -q "*|*" -aq "*|*" -qa "*) sed -n 's/.*"ID": *"\([^"]*\)".*/\1/p' "$f" ;;
+      *"{{.Names}}"*) sed -n 's/.*"Names": *"\([^"]*\)".*/\1/p' "$f" ;;
+      *) /bin/cat "$f" ;;
+    esac ;;
+  stop|kill)
+    # a stopped container is no longer listed by `docker ps` (filters are not simulated)
+    shift; f="$D/docker-ps.jsonl"
+    for a in "$@"; do
+      case "$a" in -*|[0-9]|[0-9][0-9]) continue ;; esac
+      [ -f "$f" ] && grep -v -e "\"ID\": *\"$a\"" -e "\"Names\": *\"$a\"" "$f" > "$f.tmp"; mv -f "$f.tmp" "$f" 2>/dev/null
+      echo "$a"
+    done ;;
+  rename|update) exit 0 ;;
   exec) if [ -f "$D/ray-status.txt" ]; then /bin/cat "$D/ray-status.txt"; else
         echo "Error response from daemon: No such container: $2" >&2; exit 1; fi ;;
   image) if [ -f "$D/image-id.txt" ]; then /bin/cat "$D/image-id.txt"; else
@@ -99,6 +114,8 @@ case "$*" in
 esac
 """,
     "ibdev2netdev": r"""/bin/cat "$D/ibdev2netdev.txt" """,
+    # the node's processes are its data, never this machine's (ps -ww -eo pid=,args=)
+    "ps": r"""/bin/cat "$D/ps.txt" 2>/dev/null; exit 0""",
     "dmesg": r"""/bin/cat "$D/dmesg.txt" 2>/dev/null; exit 0""",
     "sudo": r"""
 if [ -f "$D/sudo-needs-password" ]; then echo "sudo: a password is required" >&2; exit 1; fi

@@ -86,9 +86,10 @@ def test_watch_json_streams_diagnoses(sshd_cluster: SshdCluster, capsys) -> None
         == 0
     )
     lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
-    by_wall = {d["wall"]: d for d in lines}
+    by_wall = {d["wall"]: d for d in lines if d["event"] == "diagnosis"}
     d = by_wall["vllm-free-memory-low"]
     assert {
+        "event",
         "wall",
         "title",
         "severity",
@@ -104,6 +105,9 @@ def test_watch_json_streams_diagnoses(sshd_cluster: SshdCluster, capsys) -> None
     assert d["fixes"][0] == "drop-page-caches"  # spark1's readings: a big page cache
     datetime.fromisoformat(d["time"])
     assert by_wall["page-cache-hog"]["node"] == "spark1"
+    # both nodes answered, and none dropped
+    assert {d["node"] for d in lines if d["event"] == "reachable"} == {"spark1", "spark2"}
+    assert not [d for d in lines if d["event"] == "unreachable"]
 
 
 def test_watch_config_and_demo_exclude_each_other(capsys) -> None:

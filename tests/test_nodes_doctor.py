@@ -14,6 +14,7 @@ from spark_tui.kb.loader import load_knowledge
 from spark_tui.nodes.cluster import ClusterConfig, NodeConfig
 from spark_tui.nodes.doctor import recipe_model_paths, run_doctor
 from tests.sshd_nodes import SshdCluster, sshd_cluster  # noqa: F401
+from tests.test_nodes_monitor import RAY_HEAD_PS
 
 FIX = Path(__file__).parent / "fixtures"
 LEAKED = (
@@ -91,6 +92,7 @@ def test_doctor_json_over_two_real_nodes(sshd_cluster: SshdCluster, capsys) -> N
                 "ip",
                 "ibdev2netdev",
                 "dmesg",
+                "ps",  # who runs Ray and the engine (read-only)
                 "cat",
                 "sudo",
                 "ping",
@@ -120,6 +122,7 @@ def test_doctor_leftovers_sudo_and_a_dead_node(sshd_cluster: SshdCluster, capsys
         + "\n",
     )
     spark1.set_file("ray-status.txt", (FIX / "gb10" / "ray-status.txt").read_text())
+    spark1.set_file("ps.txt", RAY_HEAD_PS)  # Ray's head runs in ray-head
     spark1.set_file("query-apps.csv", (FIX / "real" / "h200" / "query-apps-busy.csv").read_text())
     spark1.set_file("sudo-needs-password", "")
     spark2.stop()
@@ -131,7 +134,10 @@ def test_doctor_leftovers_sudo_and_a_dead_node(sshd_cluster: SshdCluster, capsys
     c = checks_of(json.loads(capsys.readouterr().out))
     left = c[("leftovers", "spark1")]
     assert left["status"] == "warn"
-    assert "ray-head" in left["detail"] and "Ray (2 nodes alive)" in left["detail"]
+    assert "ray-head" in left["detail"]
+    # one round, read-only: Ray's head that ps shows is asked how many nodes it holds
+    assert "Ray (2 nodes alive)" in left["detail"]
+    assert "docker exec ray-head ray status" in spark1.commands()
     assert "python3 (pid 1302)" in left["detail"]
     assert (
         c[("sudo", "spark1")]["status"] == "warn" and "NOPASSWD" in c[("sudo", "spark1")]["detail"]

@@ -105,11 +105,17 @@ def test_readings_pick_the_cause_of_a_log_wall(tmp_path, meminfo, cause, first_f
 
 def test_capture_hang_from_rounds_and_a_silent_log(tmp_path) -> None:
     clock = ScaledClock(speed=0.0)
-    mon, events, _node = local_monitor(
+    mon, events, node = local_monitor(
         tmp_path,
         (FIX / "gb10" / "meminfo.txt").read_text(),
         clock,
         recipe_facts=lambda: {"recipe.engine": "sglang"},
+    )
+    # the engine's container is up (a node with nothing of the stack up is stopped)
+    node.set_file(
+        "docker-ps.jsonl",
+        '{"ID":"7c6b5a4d3e2f","Image":"lmsysorg/sglang:spark","Names":"sglang_node",'
+        '"State":"running","Status":"Up 3 minutes"}\n',
     )
     mon.feed_line("box", "serve", "Capturing batches (bs=160 avail_mem=20.1 GB):   0%|    | 0/36")
 
@@ -197,26 +203,74 @@ def test_monitor_over_real_sshd_survives_a_drop(sshd_cluster: SshdCluster) -> No
     assert not any(t.is_alive() for t in mon._threads)
 
 
+# Ray's daemons as `ps -ww -eo pid=,args=` shows them on a head (binaries under Ray's package:
+# ray/core/src/ray/gcs/gcs_server and ray/core/src/ray/raylet/raylet)
+_RAY = "/usr/local/lib/python3.12/dist-packages/ray/core/src/ray"
+RAY_HEAD_PS = (
+    f"   4211 {_RAY}/gcs/gcs_server --log_dir=/tmp/ray/session_latest/logs --gcs_server_port=6379\n"
+    f"   4390 {_RAY}/raylet/raylet --node_ip_address=10.10.10.1 --object_manager_port=0\n"
+)
+
+
 def test_one_remote_session_per_round_and_slow_sections_every_nth(sshd_cluster: SshdCluster):
     from spark_tui.clock import RealClock
     from spark_tui.nodes.sampler import Sampler
 
     node = sshd_cluster.node("spark1")
     node.set_file("ray-status.txt", (FIX / "gb10" / "ray-status.txt").read_text())
+    node.set_file("docker-ps.jsonl", (FIX / "gb10" / "docker-ps.jsonl").read_text())  # ray-head
+    node.set_file("ps.txt", RAY_HEAD_PS)
     t = sshd_cluster.transport("spark1")
     sampler = Sampler(t, node.node_config("head"), RealClock(), slow_every=3)
     try:
         states = [sampler.next_round() for _ in range(4)]
+        node.set_file("ps.txt", "")  # Ray's head stopped: nothing to ask any more
+        states += [sampler.next_round() for _ in range(3)]
     finally:
         t.close()
-    assert node.sshd_log().count("Starting session: command") == 4  # one per round
+    assert node.sshd_log().count("Starting session: command") == 7  # one per round
     assert t.connects == 1
     calls = node.commands()
-    assert sum(c.startswith("docker exec ray-head ray status") for c in calls) == 2  # rounds 1, 4
-    assert sum(c.startswith("nvidia-smi --query-gpu") for c in calls) == 4
+    assert sum(c.startswith("ps -ww -eo pid=,args=") for c in calls) == 7  # every round
+    # `ray status` only where ps saw Ray's gcs_server: not in round 1 (nothing seen yet),
+    # at once in round 2 (the head was just seen), then in the slow round 4; never once the
+    # head is gone (not even in the slow round 7)
+    ray_calls = [c for c in calls if c.startswith("docker exec")]
+    assert ray_calls == ["docker exec ray-head ray status"] * 2
+    assert sum(c.startswith("nvidia-smi --query-gpu") for c in calls) == 7
+    assert sum(c.startswith("ibdev2netdev") for c in calls) == 3  # slow rounds 1, 4, 7
+    assert [s.ray_head for s in states] == [True] * 4 + [False] * 3
+    assert states[0].ray is None
     # between slow rounds the slow readings are carried over
-    assert all(s.ray is not None and s.ray.gpus_total == 2.0 for s in states)
+    assert all(s.ray is not None and s.ray.gpus_total == 2.0 for s in states[1:4])
+    assert all(s.ray is None for s in states[4:])  # Ray's head is not here any more
     assert all(s.facts()["net.roce_devices"] == 1 for s in states)
+
+
+def test_ray_status_is_asked_in_the_container_ray_runs_in(sshd_cluster: SshdCluster) -> None:
+    """Another launcher's container (eugr's vllm_node): ps shows Ray's head in it."""
+    from spark_tui.clock import RealClock
+    from spark_tui.nodes.sampler import Sampler
+
+    node = sshd_cluster.node("spark1")
+    node.set_file("ray-status.txt", (FIX / "gb10" / "ray-status.txt").read_text())
+    node.set_file(
+        "docker-ps.jsonl",
+        '{"ID":"ab","Image":"vllm-node","Names":"vllm_node","State":"running","Status":"Up"}\n',
+    )
+    node.set_file("ps.txt", RAY_HEAD_PS)
+    t = sshd_cluster.transport("spark1")
+    sampler = Sampler(t, node.node_config("head"), RealClock(), slow_every=3)
+    try:
+        states = [sampler.next_round() for _ in range(2)]
+    finally:
+        t.close()
+    assert [c for c in node.commands() if c.startswith("docker exec")] == [
+        "docker exec vllm_node ray status"
+    ]
+    assert states[1].ray is not None and states[1].ray.gpus_total == 2.0
+    facts = states[1].facts()
+    assert facts["ray.member"] is True and facts["engine.running"] is False
 
 
 def test_a_boot_id_change_nobody_asked_for(tmp_path) -> None:

@@ -15,7 +15,7 @@ from spark_tui.kb.schema import Wall
 from spark_tui.nodes.parsers.dmon import DmonSample, parse_dmon
 from spark_tui.nodes.parsers.meminfo import parse_meminfo
 from spark_tui.nodes.parsers.serving import ServingTracker
-from spark_tui.nodes.rules import RuleEngine, cluster_facts
+from spark_tui.nodes.rules import RESOLVE_AFTER_S, RuleEngine, cluster_facts
 from spark_tui.nodes.state import GpuReading, MemoryReading, NodeState
 from spark_tui.yamlfile import parse_yaml
 
@@ -200,10 +200,23 @@ def test_recipe_scope_and_unreachable_node_resets(clock: ScaledClock) -> None:
     firings = engine.evaluate_states({}, clock.now(), recipe)
     assert "ray-object-store-oversized" in {f.diagnosis.wall.id for f in firings}
     assert all(f.diagnosis.source == "recipe:checks" for f in firings if f.subject == "recipe")
+    diag = engine.book.get("ray-object-store-oversized", "recipe:checks")
+    assert diag is not None and diag.active
     recipe["recipe.ray.args.--object-store-memory"] = "1073741824"
+    # cleared, but a wall stays raised until it has been clear for RESOLVE_AFTER_S
     clock.advance(2)
     engine.evaluate_states({}, clock.now(), recipe)
+    assert ("ray-object-store-oversized", "recipe") in engine.active()
+    assert engine.resolved == [] and diag.active
+    clock.advance(RESOLVE_AFTER_S)
+    engine.evaluate_states({}, clock.now(), recipe)
     assert ("ray-object-store-oversized", "recipe") not in engine.active()
+    assert engine.resolved == [diag] and not diag.active
+    assert diag.resolution.startswith("no longer holds: recipe.ray.args.--object-store-memory")
+    assert "(is '1073741824')" in diag.resolution
+    clock.advance(2)
+    engine.evaluate_states({}, clock.now(), recipe)
+    assert engine.resolved == []  # resolved once
     # a drm override on a node raises its wall; the node dropping forgets what it held
     on = NodeState("spark2", 0, drm_override=True)
     assert any(
@@ -212,3 +225,6 @@ def test_recipe_scope_and_unreachable_node_resets(clock: ScaledClock) -> None:
     )
     engine.evaluate_states({"spark2": NodeState("spark2", 0, reachable=False)}, clock.now(), recipe)
     assert ("drm-override-halves-memory", "spark2") not in engine.active()
+    # back, with the override still there: raised again (the same diagnosis, seen again)
+    again = engine.evaluate_states({"spark2": on}, clock.now(), recipe)
+    assert [(f.diagnosis.wall.id, f.new) for f in again] == [("drm-override-halves-memory", False)]

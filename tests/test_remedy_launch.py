@@ -8,30 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from spark_tui import paths
 from spark_tui.recipes.clusters import simulated_cluster
 from spark_tui.recipes.loader import load_recipes
+from spark_tui.recipes.overrides import apply_sets
 from spark_tui.recipes.render import render_plan
-from spark_tui.recipes.revisions import RevisionStore
 from spark_tui.remedy.bringup import BringUp
-from spark_tui.remedy.journal import Journal
-from spark_tui.remedy.launch import AutoRelaunchGuard, LaunchRunner, parse_smoke, relaunch
-from tests.remedy_shims import make_world
-
-
-class StepClock:
-    """Simulated time for waits: sleep() moves now() on at once (no real waiting)."""
-
-    def __init__(self) -> None:
-        self.t = 1_000.0
-        self.slept: list[float] = []
-
-    def now(self) -> float:
-        return self.t
-
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.t += seconds
+from spark_tui.remedy.fixes import action_plan, run_fix
+from spark_tui.remedy.launch import AutoRelaunchGuard, LaunchRunner, parse_smoke
+from spark_tui.state import StateDir
+from tests.remedy_shims import StepClock, journal, make_world, revisions, run_env
 
 
 def _sets(tmp_path: Path) -> tuple[str, ...]:
@@ -45,7 +30,7 @@ def test_plan_runs_through_shims_and_measures_tok_s(tmp_path: Path) -> None:
     recipe = load_recipes().get("minimax-m2.7-mxfp4-vllm-tp2")
     plan = render_plan(recipe, cluster, sets=_sets(tmp_path), stamp="T1")
     events = []
-    runner = LaunchRunner(world.transports, StepClock(), events.append, Journal(), "r1")
+    runner = LaunchRunner(world.transports, StepClock(), events.append, journal(), "r1")
     result = runner.run_steps(plan.steps)
     assert result.ok, result.describe()
     assert result.tok_s == pytest.approx(32.0)  # 64 completion tokens in 2.0 s
@@ -64,9 +49,16 @@ def test_plan_runs_through_shims_and_measures_tok_s(tmp_path: Path) -> None:
     assert "RAY_memory_usage_threshold=0.97" in env
     # progress streamed, and every command journaled
     assert any("Application startup complete" in e.detail for e in events if e.status == "ok")
-    journaled = [e["action"] for e in Journal().entries()]
+    entries = journal().entries()
+    journaled = [e["action"] for e in entries]
     assert {"stop-leftovers", "drop-caches", "ray-head", "ray-worker", "wait-ray"} <= set(journaled)
-    assert journaled[-1] == "smoke"
+    assert journaled[-1] == "smoke" and entries[-1]["tok_s"] == pytest.approx(32.0)
+    # each command: its `started` record, then its `finished` one, never interleaved
+    assert [e["event"] for e in entries] == ["started", "finished"] * (len(entries) // 2)
+    for started, finished in zip(entries[::2], entries[1::2], strict=True):
+        assert started["cmd"] == finished["cmd"] and started["run"] == "r1"
+        assert (started["node"], started["command"]) == (finished["node"], finished["command"])
+        assert finished["outcome"] == "exit" and finished["exit_code"] == 0
 
 
 def test_a_crash_in_the_serve_log_fails_fast(tmp_path: Path) -> None:
@@ -104,37 +96,48 @@ def test_relaunch_applies_pending_patches(tmp_path: Path) -> None:
     cluster = simulated_cluster(2)
     world = make_world(tmp_path / "w", cluster)
     base = load_recipes().get("minimax-m2.7-mxfp4-vllm-tp2")
-    store = RevisionStore()
+    store = revisions()
     store.patch(base, note="test", set_args={"--max-num-seqs": 64})
     assert store.pending(base.id)
-    result = relaunch(base.id, cluster, world.transports, sets=_sets(tmp_path), clock=StepClock())
-    assert result.ok, result.describe()
+    # the recipe in use (its newest revision), as a session relaunches it
+    recipe = apply_sets(load_recipes().get(base.id), _sets(tmp_path))
+    assert recipe.revision == 1
+    plan = action_plan("relaunch", "Relaunch", [("relaunch", {"clean": True})], cluster, recipe)
+    assert plan.needs_confirmation  # a relaunch stops serving: asked like any fix
+    result = run_fix(plan, run_env(world.transports), yes=True)
+    assert result.ok, result.message
+    assert result.launched.ok and result.tok_s == pytest.approx(32.0)
+    assert result.verify and result.verified is True
     argv = (world.shared / "vllm-argv").read_text().splitlines()
     assert argv[argv.index("--max-num-seqs") + 1] == "64"
     assert not store.pending(base.id)
+    events = [e["event"] for e in journal().entries()]
+    assert events[0] == "fix-start" and events[-1] == "fix-end"
+    assert events.count("started") == events.count("finished") > 0
 
 
 def test_one_automatic_relaunch_per_diagnosis() -> None:
-    guard = AutoRelaunchGuard()
+    path = StateDir.real().auto_relaunch_path
+    guard = AutoRelaunchGuard(path)
     assert guard.claim("vllm-free-memory-low@spark2#1", 1.0)
     assert not guard.claim("vllm-free-memory-low@spark2#1", 2.0)
-    assert AutoRelaunchGuard().allowed("vllm-free-memory-low@spark2#2")  # a new diagnosis
-    assert not AutoRelaunchGuard().allowed("vllm-free-memory-low@spark2#1")  # survives restarts
+    assert AutoRelaunchGuard(path).allowed("vllm-free-memory-low@spark2#2")  # a new diagnosis
+    assert not AutoRelaunchGuard(path).allowed("vllm-free-memory-low@spark2#1")  # survives restarts
 
 
 def test_bringup_resumes_where_it_stopped(tmp_path: Path) -> None:
     cluster = simulated_cluster(2)
     world = make_world(tmp_path / "w", cluster)
     recipe = load_recipes().get("minimax-m2.7-mxfp4-vllm-tp2")
-    first = BringUp(recipe, cluster, world.transports, sets=_sets(tmp_path), clock=StepClock())
+    first = BringUp(recipe, cluster, run_env(world.transports), sets=_sets(tmp_path))
     labels = [u.label for u in first.units()]
     assert [u.stage for u in first.units()][:4] == ["preflight"] * 4
     for _ in range(5):  # stop leftovers x2, drop caches x2, ray head
         first.step()
-    saved = json.loads((paths.state_dir() / "bringup" / f"{recipe.id}.json").read_text())
+    saved = json.loads(StateDir.real().bringup_path(recipe.id).read_text())
     assert saved["next_unit"] == 5 and saved["done"] == labels[:5]
     # a new process: same recipe, same stamp → resumes at the worker
-    second = BringUp(recipe, cluster, world.transports, sets=_sets(tmp_path), clock=StepClock())
+    second = BringUp(recipe, cluster, run_env(world.transports), sets=_sets(tmp_path))
     assert second.resumed and second.state.next_unit == 5
     calls_before = len(world.calls())
     state = second.run()
@@ -148,7 +151,7 @@ def test_bringup_failure_stays_next_until_asked(tmp_path: Path) -> None:
     cluster = simulated_cluster(2)
     world = make_world(tmp_path / "w", cluster, SUDO_NEEDS_PASSWORD="1")
     recipe = load_recipes().get("minimax-m2.7-mxfp4-vllm-tp2")
-    b = BringUp(recipe, cluster, world.transports, sets=_sets(tmp_path), clock=StepClock())
+    b = BringUp(recipe, cluster, run_env(world.transports), sets=_sets(tmp_path))
     state = b.run()
     assert state.status == "failed" and state.stage == "preflight"
     assert "drop-caches@spark1" in state.message and "sudo needs a password" in state.message

@@ -5,29 +5,31 @@ from __future__ import annotations
 
 import dataclasses
 import textwrap
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
-from spark_tui.nodes.sampler import sample
 from spark_tui.recipes.render import render_plan
 from spark_tui.remedy.bringup import BringUp
-from spark_tui.remedy.fixes import plan_fix, run_fix
-from spark_tui.remedy.journal import Journal
+from spark_tui.remedy.fixes import FixResult, plan_fix, run_fix
 from spark_tui.remedy.launch import LaunchRunner
-from spark_tui.sim import build_sim_cluster
-from tests.remedy_shims import SHIMS
+from spark_tui.session import open_cluster
+from spark_tui.state import StateDir
+from tests.remedy_shims import SHIMS, StepClock, journal, run_env
 from tests.sshd_nodes import sshd_cluster  # noqa: F401  (the fixture)
 from tests.test_remedy_fixes import fix_from
-from tests.test_remedy_launch import StepClock
 
 SPEED = 4000.0
 
 
 def test_bringup_over_the_simulator_serves_and_measures() -> None:
-    with build_sim_cluster("healthy", speed=SPEED) as c:
+    with open_cluster(scenario="healthy", speed=SPEED) as session:
         events = []
-        b = BringUp(c.recipe, c.config, c.transports, clock=c.clock, emit=events.append)
+        recipe = session.recipe()
+        assert recipe is not None
+        b = BringUp(recipe, session.config, session.environment(), emit=events.append)
         state = b.run()
         assert state.status == "done", state.message
         assert state.tok_s is not None and state.tok_s > 5
@@ -54,17 +56,23 @@ def test_drop_caches_fix_over_the_simulator_verifies_on_fresh_readings() -> None
           verify: [memory.cached_gib < 5]
         """
     )
-    with build_sim_cluster("page-cache-hog", speed=SPEED) as c:
-
-        def fresh(node: str | None) -> dict[str, object]:
-            assert node is not None
-            return sample(c.transports[node], c.config.node(node), c.clock).facts()
-
-        before = [fresh(n.name)["memory.cached_gib"] for n in c.config.nodes]
+    with open_cluster(scenario="page-cache-hog", speed=SPEED) as session:
+        fresh = session.fresh_facts
+        before = [fresh(n.name)["memory.cached_gib"] for n in session.config.nodes]
         assert max(before) >= 5  # the scenario's hog
-        result = run_fix(plan_fix(fix, c.config), c.transports, yes=True, verify_facts=fresh)
+        result = run_fix(
+            plan_fix(fix, session.config), session.environment(), yes=True, verify_facts=fresh
+        )
         assert result.ok and result.verified is True, [v for v in result.verify]
-        assert [e["exit_code"] for e in Journal().entries() if e["event"] == "command"] == [0] * 4
+        entries = session.journal.entries()
+        finished = [e for e in entries if e["event"] == "finished"]
+        # `sync` on each node, then the drop as root on each node
+        assert [(e["node"], e["exit_code"]) for e in finished] == [("spark1", 0), ("spark2", 0)] * 2
+        assert all(e.get("simulated") for e in entries)  # a demo's journal says so
+        scratch = session.state.root
+        assert scratch != StateDir.real().root
+    # the simulated cluster's state is its own: the real journal never saw it
+    assert not scratch.exists() and not StateDir.real().journal_path.exists()
 
 
 @pytest.mark.sshd
@@ -102,7 +110,7 @@ def test_launch_plan_runs_over_real_sshd_nodes(sshd_cluster, tmp_path: Path) -> 
     plan = render_plan(recipe, cluster, sets=(f"serve.log={tmp_path / 'serve.log'}",))
     transports = {n.name: sshd_cluster.transport(n.name) for n in nodes}
     try:
-        result = LaunchRunner(transports, StepClock(), journal=Journal()).run_steps(plan.steps)
+        result = LaunchRunner(transports, StepClock(), journal=journal()).run_steps(plan.steps)
     finally:
         for t in transports.values():
             t.close()
@@ -116,12 +124,15 @@ def test_launch_plan_runs_over_real_sshd_nodes(sshd_cluster, tmp_path: Path) -> 
 
 
 @pytest.mark.sshd
-def test_an_unreachable_node_fails_the_fix_with_its_name(sshd_cluster) -> None:  # noqa: F811
+def test_an_unreachable_node_fails_the_fix_with_its_name_and_nothing_runs_anywhere(
+    sshd_cluster,  # noqa: F811
+    tmp_path: Path,
+) -> None:
     sshd_cluster.node("spark2").stop()
     cluster = sshd_cluster.cluster_config()
     transports = {n.name: sshd_cluster.transport(n.name) for n in cluster.nodes}
     fix = fix_from(
-        """
+        f"""
         - id: hello
           title: Say hello on every node
           risk: safe
@@ -129,16 +140,73 @@ def test_an_unreachable_node_fails_the_fix_with_its_name(sshd_cluster) -> None: 
           actions:
             - type: run
               on: all
-              command: echo hello {node.name}
+              command: 'touch {tmp_path}/hello-{{node.name}}'
         """
     )
     try:
-        result = run_fix(plan_fix(fix, cluster), transports, yes=True)
+        result = run_fix(plan_fix(fix, cluster), run_env(transports), yes=True)
     finally:
         for t in transports.values():
             t.close()
+    # every node is connected before the first command: a fix never half-applies
     assert not result.ok and result.failed_node == "spark2"
-    assert "unreachable" in result.message and result.done == {"spark1": ["run"]}
-    entries = Journal().entries()
-    assert [e["event"] for e in entries] == ["fix-start", "command", "command", "fix-end"]
-    assert entries[2]["node"] == "spark2" and entries[2]["exit_code"] is None
+    assert "nothing ran on any node" in result.message and result.done == {}
+    assert not list(tmp_path.glob("hello-*"))  # not even on spark1, which answered
+    entries = journal().entries()
+    assert [e["event"] for e in entries] == ["fix-start", "preflight", "fix-end"]
+    assert entries[1]["node"] == "spark2" and entries[1]["reason"]
+    assert entries[2]["status"] == "failed"
+
+
+@pytest.mark.sshd
+def test_a_node_that_drops_mid_command_is_journaled_as_connection_lost(
+    sshd_cluster,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    cluster = sshd_cluster.cluster_config()
+    transports = {n.name: sshd_cluster.transport(n.name) for n in cluster.nodes}
+    started = tmp_path / "started"
+    fix = fix_from(
+        f"""
+        - id: slow
+          title: A long command on the node where it was seen
+          risk: safe
+          root: false
+          actions:
+            - type: run
+              on: seen
+              command: 'touch {started}; sleep 120'
+        """
+    )
+    got: list[FixResult | BaseException] = []
+
+    def work() -> None:
+        try:
+            got.append(
+                run_fix(plan_fix(fix, cluster, seen="spark2"), run_env(transports), yes=True)
+            )
+        except BaseException as exc:  # the test reports it
+            got.append(exc)
+
+    th = threading.Thread(target=work, daemon=True)
+    th.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not started.exists():
+            assert th.is_alive() and time.monotonic() < deadline, got
+            time.sleep(0.05)
+        sshd_cluster.node("spark2").stop()  # sshd and its sessions die mid-command
+        th.join(90)
+        assert not th.is_alive(), "the fix still waits on a dead node"
+    finally:
+        for t in transports.values():
+            t.close()
+    (result,) = got
+    assert isinstance(result, FixResult), result
+    assert not result.ok and result.failed_node == "spark2"
+    assert "connection lost" in result.message and result.done == {}
+    entries = journal().entries()
+    assert [e["event"] for e in entries] == ["fix-start", "started", "finished", "fix-end"]
+    started_rec, finished = entries[1], entries[2]
+    assert started_rec["cmd"] == finished["cmd"] and finished["node"] == "spark2"
+    assert finished["outcome"] == "connection lost" and finished["exit_code"] is None

@@ -11,9 +11,7 @@ import pytest
 from spark_tui import paths
 from spark_tui.entry import main
 from spark_tui.recipes.loader import load_recipes
-from spark_tui.recipes.revisions import RevisionStore
-from spark_tui.remedy.journal import Journal
-from tests.remedy_shims import make_world
+from tests.remedy_shims import journal, make_world, revisions
 from tests.test_remedy_fixes import CLUSTER, RUN_FIX, _cluster_file, _user_wall
 
 CHECK_WALL = """\
@@ -45,18 +43,23 @@ def test_report_has_nodes_recipe_revisions_diagnoses_and_journal(
     kdir.mkdir(parents=True)
     (kdir / "test-object-store.yaml").write_text(CHECK_WALL)
     recipe = load_recipes().get("minimax-m2.7-nvfp4-vllm-tp2")
-    RevisionStore().patch(
-        recipe, note="fix lower-util", set_args={"--gpu-memory-utilization": 0.78}
-    )
-    Journal().append(
-        event="command",
-        run="r1",
-        fix="drop-page-caches",
+    revisions().patch(recipe, note="fix lower-util", set_args={"--gpu-memory-utilization": 0.78})
+    j = journal()
+    j.append(event="fix-start", run="r1", fix="drop-page-caches", nodes=["spark2"], pid=None)
+    drop = "sudo -n sh -c 'sync; echo 3 > /proc/sys/vm/drop_caches'"
+    with j.command("r1", "drop-page-caches", "spark2", "run", drop) as rec:
+        rec.finish(1, "sudo: a password is required")
+    j.append(event="fix-end", run="r1", fix="drop-page-caches", status="failed", message="x")
+    # a run killed mid-command: its command started and has no end
+    j.append(event="fix-start", run="r2", fix="reboot-leaking-node", nodes=["spark2"], pid=None)
+    j.append(
+        event="started",
+        cmd="c2",
+        run="r2",
+        fix="reboot-leaking-node",
         node="spark2",
-        action="run",
-        command="sudo -n sh -c 'sync; echo 3 > /proc/sys/vm/drop_caches'",
-        exit_code=1,
-        output_tail="sudo: a password is required",
+        action="reboot",
+        command="sudo -n sh -c reboot",
     )
     log = tmp_path / "serve.log"
     log.write_text(
@@ -71,6 +74,8 @@ def test_report_has_nodes_recipe_revisions_diagnoses_and_journal(
     )
     out_file = tmp_path / "report.md"
     assert main(["report", str(log), "--config", str(cfg), "--offline", "-o", str(out_file)]) == 0
+    err = capsys.readouterr().err
+    assert "reboot-leaking-node (run r2) was interrupted" in err and "spark2: sudo" in err
     md = out_file.read_text()
     assert "| spark2 | worker | 10.0.0.2 | bond0 10.0.0.2 |" in md
     assert "`minimax-m2.7-nvfp4-vllm-tp2`" in md and "revision in use: 1" in md
@@ -78,27 +83,52 @@ def test_report_has_nodes_recipe_revisions_diagnoses_and_journal(
     assert "### fp4-marlin-fallback-notice (info)" in md and f"`{log}:2`" in md
     assert "### test-object-store (warning)" in md
     assert "recipe.ray.args.--num-cpus is unset" in md
-    assert "| spark2 | run |" in md
+    assert (
+        "| spark2 | run | `sudo -n sh -c 'sync; echo 3 > /proc/sys/vm/drop_caches'` | exit 1 |"
+        in md
+    )
     assert "sudo: a password is required" in md  # the failed command's output
+    assert (
+        "| spark2 | reboot | `sudo -n sh -c reboot` "
+        "| **started, no end recorded: it may have half-run** |" in md
+    )
     assert md.count("```") % 2 == 0
 
 
+class Terminal(io.StringIO):
+    """Typed answers on a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("risk", ["safe", "disruptive"])
 def test_cli_confirmation_no_runs_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    risk: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
+    """Without --yes the CLI asks before any fix ('do not ask (disruptive fixes included)')."""
     world = make_world(tmp_path / "w", CLUSTER)
-    _user_wall(RUN_FIX)
+    _user_wall(RUN_FIX.replace("risk: safe", f"risk: {risk}"))
     env = world.env("spark1")
     for key in ("PATH", "NODE", "NODE_STATE", "SHIM_SHARED", "SHIM_LOG"):
         monkeypatch.setenv(key, env[key])
-    monkeypatch.setattr("sys.stdin", io.StringIO("n\n"))
+    monkeypatch.setattr("sys.stdin", Terminal("n\n"))
     assert main(["fix", "test-wall", "--config", str(_cluster_file(tmp_path))]) == 1
     err = capsys.readouterr().err
     assert "  - spark1" in err and "not confirmed: nothing ran" in err
-    assert world.calls() == [] and Journal().entries() == []
+    assert world.calls() == [] and journal().entries() == []
+    # off a terminal nothing is asked, and nothing runs
+    monkeypatch.setattr("sys.stdin", io.StringIO("yes\n"))
+    assert main(["fix", "test-wall", "--config", str(_cluster_file(tmp_path))]) == 1
+    assert "stdin is not a terminal" in capsys.readouterr().err
+    assert world.calls() == [] and journal().entries() == []
     # --read-only refuses even with --yes
     assert (
         main(["--read-only", "fix", "test-wall", "--yes", "--config", str(_cluster_file(tmp_path))])
         == 1
     )
-    assert "read-only" in capsys.readouterr().err and world.calls() == []
+    assert "read-only" in capsys.readouterr().err
+    assert world.calls() == [] and journal().entries() == []

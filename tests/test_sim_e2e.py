@@ -17,7 +17,8 @@ from spark_tui.recipes.loader import load_recipes
 from spark_tui.recipes.render import render_plan
 from spark_tui.remedy.fixes import plan_fix, run_fix
 from spark_tui.remedy.launch import LaunchRunner
-from spark_tui.sim import SteppedClock, build_sim_cluster
+from spark_tui.session import open_cluster
+from spark_tui.sim import SteppedClock
 from spark_tui.sim.transport import POLL_S
 
 MAX_LAUNCHES = 4
@@ -119,7 +120,8 @@ def play(name: str) -> Story:
     kb = load_knowledge()
     book = {r.id: r for r in load_recipes(use_user=False, use_revisions=False)}
     # time moves only with the waits: the story is the same on a loaded machine
-    with build_sim_cluster(name, clock=SteppedClock()) as c:
+    with open_cluster(scenario=name, clock=SteppedClock()) as session:
+        c = session.sim
         recipe = c.recipe
         book[recipe.id] = recipe
         old_kernel: set[str] = set()
@@ -162,7 +164,7 @@ def play(name: str) -> Story:
                 recipes=book,
                 stamp=_stamp(c),
             )
-            fr = run_fix(plan, c.transports, yes=True, clock=c.clock)
+            fr = run_fix(plan, session.environment(), yes=True)
             assert fr.ok, fr.message
             if fr.recipe is not None:
                 recipe = fr.recipe

@@ -14,7 +14,8 @@ from spark_tui.recipes.render import render_plan
 from spark_tui.remedy.evidence import AutoEvidence
 from spark_tui.remedy.fixes import plan_fix, run_fix
 from spark_tui.remedy.launch import LaunchRunner
-from spark_tui.sim import SteppedClock, build_sim_cluster
+from spark_tui.session import open_cluster
+from spark_tui.sim import SteppedClock
 
 from .test_sim_e2e import STEP_S, TAIL_POLL_S, _smoke_ok, _stamp
 
@@ -25,11 +26,18 @@ class Watch:
     """A monitor over the simulated cluster whose `emit` records each raised wall's time
     (and collects evidence automatically, as `spark-tui watch` does)."""
 
-    def __init__(self, c, recipe) -> None:
+    def __init__(self, session, recipe) -> None:
+        c = session.sim
         self.c = c
         self.recipe = recipe
         self.raised: dict[tuple[str, str | None], float] = {}
-        self.auto = AutoEvidence(self._record, c.config, c.transports, recipe=lambda: self.recipe)
+        self.auto = AutoEvidence(
+            self._record,
+            c.config,
+            c.transports,
+            recipe=lambda: self.recipe,
+            directory=session.state.evidence_dir,
+        )
         self.monitor = ClusterMonitor(
             c.config,
             c.transports,
@@ -84,8 +92,9 @@ class Watch:
 
 
 def test_serving_stall_detected_evidence_first_then_the_nccl_fix_holds(tmp_path: Path) -> None:
-    with build_sim_cluster("serving-stall", clock=SteppedClock()) as c:
-        w = Watch(c, c.recipe)
+    with open_cluster(scenario="serving-stall", clock=SteppedClock()) as session:
+        c = session.sim
+        w = Watch(session, c.recipe)
         assert w.launch() and _smoke_ok(c, w.recipe)
         engine = c.world.engines[-1]
         wedge_at = engine.serving_from + 300.0
@@ -103,6 +112,7 @@ def test_serving_stall_detected_evidence_first_then_the_nccl_fix_holds(tmp_path:
         assert stall.fixes()[:2] == ("capture-stall-evidence", "use-system-nccl")
         # the evidence was taken before anything restarted: readings of the last minutes
         (ev,) = [r for r in w.auto.results if "serving-stall" in r.run_id]
+        assert ev.directory.parent == session.state.evidence_dir  # the session's own state
         readings = (ev.directory / "spark1-readings.txt").read_text()
         assert '"gpu.power_w": 2' in readings and '"serving.tokens_age_s"' in readings
         print(f"stall: wedge → diagnosis {latency:.0f} s simulated, {real_s:.2f} s real")
@@ -112,9 +122,9 @@ def test_serving_stall_detected_evidence_first_then_the_nccl_fix_holds(tmp_path:
         plan = plan_fix(
             fix, c.config, w.recipe, seen=stall.node, wall=stall.wall.id, stamp=_stamp(c)
         )
-        result = run_fix(plan, c.transports, yes=True, clock=c.clock)
+        result = run_fix(plan, session.environment(), yes=True)
         assert result.ok, result.message
-        w2 = Watch(c, result.recipe)
+        w2 = Watch(session, result.recipe)
         for node, sources in render_plan(result.recipe, c.config).log_sources.items():
             for i, command in enumerate(sources):
                 w2.monitor.tail(node, f"log{i}", command)
@@ -126,8 +136,9 @@ def test_serving_stall_detected_evidence_first_then_the_nccl_fix_holds(tmp_path:
 
 
 def test_fabric_slow_names_the_mtu_on_spark2_and_its_fix_verifies() -> None:
-    with build_sim_cluster("fabric-slow", clock=SteppedClock()) as c:
-        w = Watch(c, c.recipe)
+    with open_cluster(scenario="fabric-slow", clock=SteppedClock()) as session:
+        c = session.sim
+        w = Watch(session, c.recipe)
         w.watch(STEP_S * 2)
         w.stop()
         slow = [d for d in w.monitor.diagnoses() if d.wall.id == "fabric-slow"]
@@ -137,17 +148,17 @@ def test_fabric_slow_names_the_mtu_on_spark2_and_its_fix_verifies() -> None:
         assert any("mtu 9000" in cmd.command for cmd in plan.commands())
         result = run_fix(
             plan,
-            c.transports,
+            session.environment(),
             yes=True,
-            clock=c.clock,
             verify_facts=lambda n: w.monitor.sample_once(n).facts() if n else {},
         )
         assert result.ok and result.verified, result.message
 
 
 def test_restart_loop_is_reported_and_never_restarted_blindly() -> None:
-    with build_sim_cluster("restart-loop", clock=SteppedClock()) as c:
-        w = Watch(c, c.recipe)
+    with open_cluster(scenario="restart-loop", clock=SteppedClock()) as session:
+        c = session.sim
+        w = Watch(session, c.recipe)
         w.watch(STEP_S)
         w.stop()
         loop = [d for d in w.monitor.diagnoses() if d.wall.id == "restart-loop"]
@@ -160,8 +171,9 @@ def test_restart_loop_is_reported_and_never_restarted_blindly() -> None:
 
 
 def test_safetensors_corrupt_shard_is_named_from_the_log() -> None:
-    with build_sim_cluster("safetensors-corrupt-shard", clock=SteppedClock()) as c:
-        w = Watch(c, c.recipe)
+    with open_cluster(scenario="safetensors-corrupt-shard", clock=SteppedClock()) as session:
+        c = session.sim
+        w = Watch(session, c.recipe)
         assert not w.launch()  # the load dies: the launch stops
         w.watch(STEP_S * 3)
         w.stop()
@@ -204,6 +216,8 @@ def test_watch_json_demo_streams_the_late_walls() -> None:
             timeout=240,
         )
         assert proc.returncode == 0, proc.stderr
-        found = [d for d in map(json.loads, proc.stdout.splitlines()) if d["wall"] == wall]
+        lines = [json.loads(line) for line in proc.stdout.splitlines()]
+        assert all("event" in d for d in lines)
+        found = [d for d in lines if d["event"] == "diagnosis" and d["wall"] == wall]
         assert found, (scenario, proc.stdout[-2000:])
         assert found[0]["node"] == node and found[0]["time"].endswith("+00:00")

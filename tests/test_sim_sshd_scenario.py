@@ -15,9 +15,12 @@ from spark_tui.kb.loader import load_knowledge
 from spark_tui.monitor import ClusterMonitor
 from spark_tui.recipes.render import render_plan
 from spark_tui.remedy.fixes import plan_fix, run_fix
+from spark_tui.remedy.journal import Journal
 from spark_tui.remedy.launch import LaunchRunner
 from spark_tui.sim import build_sim_cluster
 from spark_tui.sim.server import SimServer
+from spark_tui.state import StateDir
+from tests.remedy_shims import run_env
 from tests.sshd_nodes import start_sshd_cluster
 
 
@@ -86,8 +89,12 @@ def test_page_cache_hog_over_real_sshd(tmp_path: Path) -> None:
 
         fix = diag.wall.fix(diag.fixes()[0])
         plan = plan_fix(fix, sim.config, recipe, seen=diag.target_node, wall=diag.wall.id)
-        result = run_fix(plan, transports, yes=True, clock=sim.clock)
+        state = StateDir(tmp_path / "state", simulated=True)
+        result = run_fix(plan, run_env(transports, sim.clock, state), yes=True)
         assert result.ok, result.message
+        finished = [e for e in Journal(state.journal_path) if e["event"] == "finished"]
+        assert {e["node"] for e in finished} == set(names)
+        assert all(e["outcome"] == "exit" and e["exit_code"] == 0 for e in finished)
         assert all(n.memory().cached < 1 for n in sim.nodes.values())  # changed through SSH
 
         second = _launch(render_plan(recipe, sim.config), transports, sim.clock, monitor)

@@ -130,7 +130,19 @@ def test_the_tui_watch_and_up_name_the_same_walls() -> None:
     name = "cuda-graph-deadlock"
     tui = _walls_of_first_launch_tui(name)
     proc = subprocess.run(
-        [sys.executable, "-m", "spark_tui", "watch", "--json", "--demo", name, "--duration", "3", "--speed", "400"],
+        [
+            sys.executable,
+            "-m",
+            "spark_tui",
+            "watch",
+            "--json",
+            "--demo",
+            name,
+            "--duration",
+            "3",
+            "--speed",
+            "400",
+        ],
         capture_output=True,
         text=True,
         timeout=240,

@@ -8,6 +8,7 @@ RuleEngine over the knowledge base; no code here knows a wall by name except to 
 from __future__ import annotations
 
 import dataclasses
+import json
 import shlex
 import subprocess
 from pathlib import Path
@@ -169,6 +170,22 @@ def test_round_with_new_sections_gives_the_facts() -> None:
     assert f["net.roce_devices_up"] == 1
     assert f["serving.requests_running"] == 2.0
     assert f["serving.generation_tokens_total"] == 184311.0
+
+
+def test_a_stopped_containers_restart_count_is_history() -> None:
+    """Only a serving container that is up can be looping: an exited one's count is old."""
+    restarts = (0, text("docker-inspect-restarts.txt"))
+    for state, looping in (("running", True), ("restarting", True), ("exited", False)):
+        container = json.dumps(
+            {"ID": "a1", "Names": "vllm_node", "Image": "vllm-node", "State": state, "Status": "x"}
+        )
+        outputs = {"containers": (0, container), "restarts": restarts}
+        f = read_sections(NodeConfig("n1", "h", role="head"), 10.0, outputs).facts()
+        assert ("containers.restart_count" in f) is looping, state
+        assert ("containers.restart_policy" in f) is looping, state
+        engine = RuleEngine(KB)
+        walls = {x.diagnosis.wall.id for x in engine.evaluate({"n1": f}, 10.0)}
+        assert ("restart-loop" in walls) is looping, (state, walls)
 
 
 def test_spark_tuis_own_metrics_reads_do_not_break_the_log_silence() -> None:
@@ -400,4 +417,10 @@ def test_safetensors_cause_follows_the_load_format() -> None:
     fast = {"recipe.serve_args.--load-format": "fastsafetensors"}
     assert wall.choose_cause(fast).id == "fastsafetensors-loader"
     assert wall.choose_cause({}).id == "truncated-shard"
-    assert wall.fixes_for({})[0].id == "list-shard-sizes"
+    # a truncated shard: fetch it again first, then find the short one, then the other loader
+    assert [f.id for f in wall.fixes_for({})] == [
+        "refetch-checkpoint",
+        "list-shard-sizes",
+        "plain-safetensors-loader",
+    ]
+    assert wall.fixes_for(fast)[0].id == "plain-safetensors-loader"

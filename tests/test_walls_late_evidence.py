@@ -18,6 +18,7 @@ from spark_tui.nodes.rules import RuleEngine
 from spark_tui.remedy.evidence import AutoEvidence, collect_evidence, evidence_only
 from spark_tui.remedy.launch import AutoRelaunchGuard, decide_after_crash
 from spark_tui.remedy.render import evidence_command
+from spark_tui.state import StateDir
 
 from .test_remedy_fixes import _cluster_file
 
@@ -73,7 +74,13 @@ def test_reboot_evidence_is_collected_at_once_read_only_and_lands_in_the_report(
     tmp_path: Path, capsys
 ) -> None:
     got = []
-    auto = AutoEvidence(got.append, CLUSTER, shim_transports(tmp_path), readings=Readings())
+    auto = AutoEvidence(
+        got.append,
+        CLUSTER,
+        shim_transports(tmp_path),
+        readings=Readings(),
+        directory=StateDir.real().evidence_dir,  # where `spark-tui report` finds it
+    )
     event = raised("node-unexpected-reboot", {"boot.changed_unasked": True})
     auto(event)
     auto.wait()
@@ -116,10 +123,17 @@ def test_stall_evidence_first_dumps_and_readings_of_the_last_minutes(tmp_path: P
     )
     first = event.diagnosis.wall.fix(event.diagnosis.fixes()[0])
     assert first is not None and evidence_only(first)
-    auto = AutoEvidence(lambda e: None, CLUSTER, shim_transports(tmp_path), readings=Readings())
+    auto = AutoEvidence(
+        lambda e: None,
+        CLUSTER,
+        shim_transports(tmp_path),
+        readings=Readings(),
+        directory=tmp_path / "evidence",
+    )
     auto(event)
     auto.wait()
     (res,) = auto.results
+    assert res.directory.parent == tmp_path / "evidence"
     files = {p.name: p.read_text() for p in res.files}
     assert set(files) >= {"spark1-py-spy.txt", "spark2-py-spy.txt", "spark1-readings.txt"}
     assert "shm_broadcast.py:674" in files["spark1-py-spy.txt"]
@@ -128,15 +142,19 @@ def test_stall_evidence_first_dumps_and_readings_of_the_last_minutes(tmp_path: P
 
 def test_a_fix_that_restarts_is_never_run_automatically(tmp_path: Path) -> None:
     event = raised("restart-loop", {"containers.restart_count": 4})
-    auto = AutoEvidence(lambda e: None, CLUSTER, shim_transports(tmp_path))
+    auto = AutoEvidence(
+        lambda e: None, CLUSTER, shim_transports(tmp_path), directory=tmp_path / "evidence"
+    )
     auto(event)
     auto.wait()
     assert auto.results == []  # its first fix stops the stack: that one is asked for
+    assert not (tmp_path / "evidence").exists()
 
 
 def test_collecting_from_an_unreachable_node_says_so(tmp_path: Path) -> None:
-    res = collect_evidence(["log-tail"], ["spark9"], {}, run_id="t")
+    res = collect_evidence(["log-tail"], ["spark9"], {}, run_id="t", root=tmp_path)
     assert res.failures == {"spark9 log-tail": "no connection"}
+    assert res.directory == tmp_path / "t" and res.files == []
 
 
 def test_evidence_commands_are_read_only() -> None:
@@ -183,6 +201,8 @@ def test_no_diagnosis_no_relaunch(tmp_path: Path) -> None:
 def test_a_wall_whose_fixes_do_not_relaunch_is_asked_for(tmp_path: Path) -> None:
     line = "safetensors_rust.SafetensorError: Error while deserializing header: MetadataIncompleteBuffer"
     diags = crash("safetensors-corrupt-shard", line)
-    # its first fix lists shard sizes (run), its relaunching fix only patches the load format
+    # its first fix fetches the checkpoint again (run): no relaunch by itself; the fix that
+    # relaunches only patches the load format (the recipe's revisions can undo it)
+    assert diags[0].fixes()[0] == "refetch-checkpoint"
     d = decide_after_crash(diags, AutoRelaunchGuard(tmp_path / "g.json"), 0)
     assert d.relaunch and d.fix == "plain-safetensors-loader"

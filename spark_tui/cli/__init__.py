@@ -16,3 +16,4 @@ class OpenTui:
     config: str | None = None
     read_only: bool = False
     scenario: str | None = None
+    keep_state: bool = False  # a simulated scenario's journal and revisions outlive it

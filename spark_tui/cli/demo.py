@@ -16,6 +16,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("scenario", nargs="?", help="scenario name (default: healthy); see --list")
     p.add_argument("--list", action="store_true", help="list the scenarios, one line each")
+    p.add_argument(
+        "--keep-state",
+        action="store_true",
+        help="keep the demo's journal and recipe revisions (under the state directory's demos/)",
+    )
 
 
 def run(args: argparse.Namespace) -> int | OpenTui:
@@ -25,8 +30,14 @@ def run(args: argparse.Namespace) -> int | OpenTui:
         all_ = sc.scenarios()
         width = max(len(n) for n in all_)
         for name, s in all_.items():
-            print(f"{name:<{width}}  {s.description}  [seed {s.seed}; recipe {s.recipe}]")
+            launches = f"recipe {s.recipe}" if s.recipe else "a deployment already running"
+            print(f"{name:<{width}}  {s.description}  [seed {s.seed}; {launches}]")
         return 0
     name = args.scenario or sc.DEFAULT
     sc.get(name)  # an unknown name is an InputError (exit 2) before any screen opens
-    return OpenTui(config=None, read_only=bool(getattr(args, "read_only", False)), scenario=name)
+    return OpenTui(
+        config=None,
+        read_only=bool(getattr(args, "read_only", False)),
+        scenario=name,
+        keep_state=args.keep_state,
+    )

@@ -57,9 +57,11 @@ def run(args: argparse.Namespace) -> int:
         if args.dry_run:
             print("# dry run: nothing was executed or journaled")
             return 0
-        result = session.apply(
-            plan, None if args.yes else ask_terminal, print_progress, yes=args.yes
-        )
+        # the command line asks before any fix, safe ones too (the preview is above)
+        if not args.yes and not ask_terminal(plan.confirmation_prompt(), plan.nodes):
+            print("not confirmed: nothing ran", file=sys.stderr)
+            return 1
+        result = session.apply(plan, None, print_progress, yes=True)
     for v in result.verify:
         print(
             f"verify [{v.node or 'recipe'}] {v.condition}: {'holds' if v.holds else 'does NOT hold'}"

@@ -99,10 +99,26 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="replace an existing file (it is kept as NAME.yaml.<time>.bak)",
     )
 
+    adopt = rs.add_parser(
+        "adopt",
+        help="turn the deployment running now (whoever started it) into a recipe",
+        description=(
+            "Find the serving engine running on the nodes (by its process), derive a recipe "
+            "from its command line and its container, show it, and save it among your "
+            "recipes once confirmed."
+        ),
+    )
+    src = adopt.add_mutually_exclusive_group()
+    src.add_argument("--config", metavar="FILE", dest="adopt_config", help="cluster.yaml")
+    src.add_argument("--demo", metavar="SCENARIO", help="a simulated scenario instead")
+    adopt.add_argument("--yes", action="store_true", help="save without asking")
+
 
 def run(args: argparse.Namespace) -> int:
     from spark_tui.recipes.loader import load_recipes
 
+    if args.recipes_command == "adopt":
+        return _adopt(args)
     if args.recipes_command == "lint":
         return _lint(args.paths)
     if args.recipes_command == "import":
@@ -132,6 +148,28 @@ def run(args: argparse.Namespace) -> int:
         print()
     else:
         sys.stdout.write(plan.to_text())
+    return 0
+
+
+def _adopt(args: argparse.Namespace) -> int:
+    """Show the recipe derived from what runs (as a diff: it is all new) and save it."""
+    from spark_tui.session import open_cluster
+
+    config = args.adopt_config or getattr(args, "config", None)
+    with open_cluster(config, scenario=args.demo, no_config="refuse") as session:
+        recipe, text = session.adopt_running()
+        print(f"--- /dev/null\n+++ {recipe.id}.yaml")
+        print("\n".join("+" + line for line in text.splitlines()))
+        if not args.yes:
+            if not sys.stdin.isatty():
+                print("not saved (stdin is not a terminal): pass --yes to save it", file=sys.stderr)
+                return 1
+            answer = input(f"Save it as recipe {recipe.id}? [y/N] ").strip().lower()
+            if answer not in ("y", "yes"):
+                print("not saved", file=sys.stderr)
+                return 1
+        path = session.save_adopted(recipe, text)
+    print(f"saved: {path}" if path else f"adopted as {recipe.id} for this simulated session")
     return 0
 
 

@@ -31,6 +31,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="with --demo: simulated seconds per real second (default 60)",
     )
     p.add_argument(
+        "--keep-state",
+        action="store_true",
+        help="with --demo: keep its journal and recipe revisions (the state directory's demos/)",
+    )
+    p.add_argument(
         "--auto-relaunch",
         action="store_true",
         help="after a crash with a diagnosis, relaunch once with the fix that relaunches "
@@ -61,6 +66,7 @@ class EventPrinter:
         self.out = out or sys.stdout
         self._lock = threading.Lock()
         self.crashed = threading.Event()
+        self._down: set[str] = set()  # nodes said to be unreachable (so "again" is true)
 
     def write(self, obj: dict[str, Any], text: str) -> None:
         with self._lock:
@@ -77,6 +83,12 @@ class EventPrinter:
 
         if isinstance(event, ReachabilityChanged):
             r = event.reachability
+            if r.reachable and event.node not in self._down:
+                return  # reachable from the start: nothing to say
+            if r.reachable:
+                self._down.discard(event.node)
+            else:
+                self._down.add(event.node)
             kind = "reachable" if r.reachable else "unreachable"
             text = f"spark-tui: {event.node}: " + (
                 "reachable again" if r.reachable else f"unreachable ({r.reason}), retrying"
@@ -116,11 +128,12 @@ def run(args: argparse.Namespace) -> int:
         config,
         scenario=args.demo,
         speed=args.speed if args.demo else None,
+        keep_state=args.keep_state,
         no_config="refuse",
     ) as session:
         session.start(printer, period_s=args.period)
         try:
-            if args.demo:  # the scenario plays as its story did: its recipe is launched
+            if session.plays_launch:  # a scenario plays as its story did: its recipe launched
                 result = session.apply(session.plan_launch(), yes=True)
                 if not args.json:
                     how = "served" if result.ok else f"failed: {result.message}"

@@ -9,6 +9,23 @@ Role = Literal["head", "worker"]
 DEFAULT_MODELS_DIR = "~/.cache/huggingface"  # cluster.yaml's models_dir when it names none
 
 
+LOG_KINDS = ("file", "unit", "container", "command")
+
+
+@dataclass(frozen=True)
+class LogSource:
+    """An extra log of a node (cluster.yaml `logs:`): a file, a journald unit, a container's
+    output, or a command whose output is the log."""
+
+    kind: str  # file | unit | container | command
+    value: str
+
+    @property
+    def name(self) -> str:
+        """The source's name in diagnoses ('log:file:/var/log/vllm.log')."""
+        return f"log:{self.kind}:{self.value}"
+
+
 @dataclass(frozen=True)
 class NodeConfig:
     name: str  # shown in the UI; unique
@@ -18,6 +35,7 @@ class NodeConfig:
     port: int | None = None
     fabric_if: str | None = None  # the 200G interface (else detected)
     fabric_ip: str | None = None
+    logs: tuple[LogSource, ...] = ()  # extra logs to tail, beyond what is found running
 
     @property
     def is_local(self) -> bool:

@@ -78,9 +78,17 @@ VERSIONS: dict[str, str] = {
     "docker": "docker --version",
 }
 
+# Once per engine process found running (ps): where its output goes — a file, a pipe to
+# docker's log or journald — and which container or systemd unit it belongs to.
+ENGINE_OUTPUT = "readlink /proc/{pid}/fd/1; cat /proc/{pid}/cgroup 2>/dev/null"
+
 # continuous streams, each a long-lived channel
 DMON = "nvidia-smi dmon -s pu"  # power + SM %, memory-bandwidth %, once a second
 SERVE_LOG_TAIL = "docker logs -f --tail 200 {container}"  # {container}: quoted by the caller
+# the other kinds of log a node may have (cluster.yaml `logs:`, an engine found running)
+FILE_TAIL = "tail -n 200 -F {path}"
+CONTAINER_FILE_TAIL = "docker exec {container} tail -n 200 -F {path}"
+UNIT_TAIL = "journalctl -u {unit} -f -n 200 -o cat"
 
 
 # `spark-tui doctor` (read-only; templates filled by spark_tui.shell.fill, values quoted)

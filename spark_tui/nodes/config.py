@@ -13,13 +13,21 @@ from typing import Any
 
 from spark_tui import paths
 from spark_tui.errors import InputError, InputErrors
-from spark_tui.nodes.cluster import DEFAULT_MODELS_DIR, ClusterConfig, NodeConfig, RecipeRef
+from spark_tui.nodes.cluster import (
+    DEFAULT_MODELS_DIR,
+    LOG_KINDS,
+    ClusterConfig,
+    LogSource,
+    NodeConfig,
+    RecipeRef,
+)
 from spark_tui.yamlfile import LDict, is_file, line_of, load_yaml
 
 CLUSTER_FIELDS = ("recipe", "models_dir", "nodes")
-NODE_FIELDS = ("name", "host", "user", "port", "fabric_if", "fabric_ip", "role")
+NODE_FIELDS = ("name", "host", "user", "port", "fabric_if", "fabric_ip", "role", "logs")
 ROLES = ("head", "worker")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+_LOG_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9@._:-]{0,127}")  # a unit or container name
 # a host name, an address or an ssh_config alias: no blanks, no shell or option syntax.
 # Matched with fullmatch: with match, `$` also accepts a trailing newline, which would
 # reach NCCL_SOCKET_IFNAME and the shell.
@@ -130,6 +138,45 @@ def parse_cluster(data: Any, file: str) -> ClusterConfig:
     )
 
 
+def _logs(raw: LDict, where: str, err) -> tuple[LogSource, ...] | None:
+    """`logs: [{file: PATH} | {unit: NAME} | {container: NAME} | {command: CMD}]`; None
+    (after saying why, with the line) when one is not of these."""
+    items = raw.get("logs")
+    if items is None:
+        return ()
+    if not isinstance(items, list):
+        err(f"{where}: 'logs' must be a list of {{file|unit|container|command: …}}", raw, "logs")
+        return None
+    out: list[LogSource] = []
+    for i, item in enumerate(items):
+        kinds = list(item) if isinstance(item, dict) else []
+        value = item.get(kinds[0]) if len(kinds) == 1 else None
+        if (
+            len(kinds) != 1
+            or kinds[0] not in LOG_KINDS
+            or not isinstance(value, str)
+            or not value.strip()
+            or "\n" in value
+            or "\0" in value
+        ):
+            err(
+                f"{where}: logs item {i + 1} must be one of "
+                "{file: PATH}, {unit: NAME}, {container: NAME}, {command: CMD}",
+                items,
+                i,
+            )
+            return None
+        kind = kinds[0]
+        if kind == "file" and not value.startswith(("/", "~/")):
+            err(f"{where}: logs item {i + 1}: a file path is absolute (or under ~/)", items, i)
+            return None
+        if kind in ("unit", "container") and not _LOG_NAME.fullmatch(value):
+            err(f"{where}: logs item {i + 1}: {value!r} is not a {kind} name", items, i)
+            return None
+        out.append(LogSource(kind, value))
+    return tuple(out)
+
+
 def _trim_dir(path: str) -> str:
     """Without a trailing '/', except a bare root or home."""
     return path if path in ("/", "~/", "$HOME/") else path.rstrip("/")
@@ -193,12 +240,16 @@ def _node(raw: LDict, index: int, count: int, err) -> NodeConfig | None:
     elif role not in ROLES:
         err(f"{where}: 'role' is {role!r}, expected head or worker", raw, "role")
         ok = False
+    logs = _logs(raw, where, err)
+    if logs is None:
+        ok = False
     if not ok or name is None or host is None:
         return None
     return NodeConfig(
         name=name,
         host=host,
         role=role,  # type: ignore[arg-type]
+        logs=logs or (),
         user=user,
         port=port,
         fabric_if=fabric_if,

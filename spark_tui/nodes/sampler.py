@@ -117,7 +117,27 @@ def sample(
                 state.unavailable.setdefault(key, previous.unavailable[key])
     if not state.ray_head:
         state.ray = None  # Ray's head is not (or no longer) here
+    elif include_slow and "ray" not in sections:
+        state.ray = _ray_status_now(transport, state, timeout)  # first round: ask now
     return state
+
+
+def _ray_status_now(transport: Transport, state: NodeState, timeout: float):
+    """`ray status` in the container this round saw Ray's head in (a second process, only
+    when no earlier round said where it runs)."""
+    container = ray_container(state)
+    if container is None:
+        return None
+    command = commands.sample_script(
+        {"ray": shell.fill(commands.SLOW["ray"], {"container": container})}
+    )
+    try:
+        res = transport.run(command, timeout=timeout)
+    except NodeUnreachable:
+        return None
+    rc, text = commands.split_sections(res.stdout).get("ray", (1, ""))
+    ray = parse_ray_status(text) if rc == 0 else None
+    return None if ray is None or isinstance(ray, Unparseable) else ray
 
 
 def ray_container(previous: NodeState | None) -> str | None:

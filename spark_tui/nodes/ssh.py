@@ -659,7 +659,11 @@ class SSHTransport(Transport):
                 if not self._alive(chan) and not chan.exit_status_ready():
                     raise EOFError("connection closed")
                 select.select([chan], [], [], min(0.2, max(0.0, deadline - time.monotonic())))
-            return chan.recv_exit_status(), b"".join(out), b"".join(err), False
+            rc = chan.recv_exit_status()
+            if rc == -1 and not transport.is_active():
+                # no exit status, and the connection is gone: the node dropped mid-command
+                raise EOFError("connection lost while the command ran")
+            return rc, b"".join(out), b"".join(err), False
         except (paramiko.SSHException, EOFError, OSError) as exc:
             raise self._dropped(exc) from None
         finally:

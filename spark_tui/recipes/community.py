@@ -24,10 +24,14 @@ launch, a placeholder without a value) is an InputError naming file and line.
 from __future__ import annotations
 
 import re
-import shlex
 from dataclasses import replace
 from typing import Any
 
+from spark_tui.engine_command import (
+    ParsedCommand,
+    command_words,
+    parse_command,
+)
 from spark_tui.errors import InputError, InputErrors
 from spark_tui.recipes.model import (
     ModelSpec,
@@ -114,40 +118,6 @@ SGLANG_BOOL_KEYS = {"trust_remote_code", "enable_torch_compile", "disable_radix_
 
 # short spellings -> the long flag spark-tui's facts use (vLLM's argparse aliases; SGLang's
 # --tp/--pp, which its argparse accepts as prefixes of --tp-size/--pp-size)
-FLAG_ALIASES = {
-    "vllm": {
-        "-tp": "--tensor-parallel-size",
-        "-pp": "--pipeline-parallel-size",
-        "-dp": "--data-parallel-size",
-        "-q": "--quantization",
-        "-cc": "--compilation-config",
-        "-ac": "--attention-config",
-    },
-    "sglang": {"--tp": "--tp-size", "--pp": "--pp-size", "--dp": "--dp-size"},
-}
-# flags that take no value, so the word after one is never its value
-BARE_FLAGS = {
-    "--trust-remote-code",
-    "--enable-prefix-caching",
-    "--no-enable-prefix-caching",
-    "--enable-chunked-prefill",
-    "--no-enable-chunked-prefill",
-    "--enforce-eager",
-    "--enable-auto-tool-choice",
-    "--enable-expert-parallel",
-    "--disable-custom-all-reduce",
-    "--disable-log-requests",
-    "--disable-log-stats",
-    "--async-scheduling",
-    "--headless",
-    "--disable-cuda-graph",
-    "--disable-radix-cache",
-    "--enable-torch-compile",
-    "--enable-sleep-mode",
-    "--enable-dp-attention",
-    "--disable-cascade-attn",
-    "--enable-log-requests",
-}
 # per-node flags of the engines' own multi-node launch: spark-tui writes them per node
 NODE_FLAGS = {
     "--nnodes",
@@ -158,8 +128,6 @@ NODE_FLAGS = {
     "--dist-init-addr",
 }
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
-_ENV_WORD = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", re.S)
-_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 SPARKRUN_INIT_PORT = 25000  # sparkrun's --master-port / --dist-init-addr port
 READY_LINES = {
     "vllm": "Application startup complete",
@@ -183,17 +151,6 @@ def flavour(data: dict) -> str:
     if version in ("1", "2"):
         return EUGR if version == "1" else SPARKRUN
     return SPARKRUN if _SPARKRUN_KEYS & set(data) else EUGR
-
-
-def canonical_flag(flag: str, engine: str = "vllm") -> str:
-    """`-tp` -> `--tensor-parallel-size`, `--max_model_len` -> `--max-model-len`."""
-    aliases = FLAG_ALIASES.get(engine, {})
-    if flag in aliases:
-        return aliases[flag]
-    if flag.startswith("--"):
-        name, dot, rest = flag[2:].partition(".")  # --compilation-config.cudagraph_mode
-        return "--" + name.replace("_", "-") + dot + rest
-    return flag
 
 
 def fill_placeholders(
@@ -233,116 +190,6 @@ def fill_placeholders(
         else:
             out_parts.append(_PLACEHOLDER.sub(sub, part))
     return "".join(out_parts), sorted(set(missing))
-
-
-def command_words(command: str) -> list[str]:
-    """Shell words of a recipe command: continuation lines joined (`\\ ` before the newline
-    too, as sparkrun fixes it), comments dropped, quotes removed as the shell would."""
-    text = re.sub(r"\\[ \t]*\r?\n", " ", command)
-    return shlex.split(text, comments=True, posix=True)
-
-
-class ParsedCommand:
-    """A serve command split into its parts."""
-
-    def __init__(self) -> None:
-        self.engine = ""
-        self.prefix: list[str] = []  # `vllm serve` / `python3 -m sglang.launch_server`
-        self.model: str | None = None
-        self.env: dict[str, str] = {}
-        self.args: dict[str, Any] = {}
-        self.dropped: list[str] = []  # what could not be kept, one reason each
-
-
-def parse_command(words: list[str]) -> ParsedCommand:
-    """Engine, model, env assignments and flags (flag -> value, True for a bare flag) of a
-    `vllm serve …` / `python3 -m sglang.launch_server …` / `sglang serve …` command."""
-    p = ParsedCommand()
-    i = 0
-    while i < len(words) and words[i] in ("exec", "env"):
-        i += 1
-    while i < len(words) and _ENV_WORD.fullmatch(words[i]) and not words[i].startswith("-"):
-        m = _ENV_WORD.fullmatch(words[i])
-        assert m is not None
-        p.env[m[1]] = m[2]
-        i += 1
-    rest = words[i:]
-    if rest[:2] == ["vllm", "serve"]:
-        p.engine, p.prefix, i = "vllm", ["vllm", "serve"], 2
-    elif rest[:2] == ["sglang", "serve"]:
-        p.engine, p.prefix, i = "sglang", ["sglang", "serve"], 2
-    elif (
-        len(rest) >= 3
-        and rest[0].startswith("python")
-        and rest[1:3] == ["-m", "sglang.launch_server"]
-    ):
-        p.engine, p.prefix, i = "sglang", rest[:3], 3
-    elif (
-        len(rest) >= 3
-        and rest[0].startswith("python")
-        and rest[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]
-    ):
-        p.engine, p.prefix, i = "vllm", rest[:3], 3
-    else:
-        return p
-    argv = rest[i:]
-    last: str | None = None  # the flag a following plain word may belong to (nargs)
-    j = 0
-    while j < len(argv):
-        w = argv[j]
-        if w in ("&&", "||", ";", "|") or w.startswith((">", "2>", "&")):
-            p.dropped.append(f"{' '.join(argv[j:])!r} after the serve command")
-            break
-        if not w.startswith("-") or _NUMBER.fullmatch(w):
-            if p.model is None and p.engine == "vllm" and p.prefix[-1:] == ["serve"]:
-                p.model = w  # `vllm serve MODEL`: the one positional argument
-            elif last is not None and p.args.get(last) is not True:
-                # a flag taking several words: SGLang's --cuda-graph-bs 1 2 4 8
-                prev = p.args[last]
-                p.args[last] = [*(prev if isinstance(prev, list) else [prev]), typed(w)]
-            else:
-                p.dropped.append(f"the word {w!r} (no flag before it)")
-            j += 1
-            continue
-        flag, eq, value = w.partition("=")
-        if eq and flag.startswith("--"):
-            arg: Any = value
-        elif flag in BARE_FLAGS:
-            arg = True
-        elif j + 1 < len(argv) and (
-            not argv[j + 1].startswith("-") or _NUMBER.fullmatch(argv[j + 1])
-        ):
-            arg = argv[j + 1]
-            j += 1
-        else:
-            arg = True
-        name = canonical_flag(flag, p.engine)
-        arg = typed(arg)
-        if name in ("--model", "--model-path") and arg is not True:
-            p.model = str(arg)
-            last = None
-        else:
-            if name in p.args:
-                p.dropped.append(f"{flag} given twice: the last value is kept (as the engine does)")
-                p.args.pop(name)
-            p.args[name] = arg
-            last = name
-        j += 1
-    return p
-
-
-def typed(word: Any) -> Any:
-    """A command word as a YAML number when it reads back the same ('8000' -> 8000)."""
-    if not isinstance(word, str):
-        return word
-    for kind in (int, float):
-        try:
-            number = kind(word)
-        except ValueError:
-            continue
-        if repr(number) == word:
-            return number
-    return word
 
 
 def _line(data: dict, key: str) -> int | None:

@@ -187,6 +187,12 @@ class FixResult:
     def verified(self) -> bool | None:
         return all(v.holds for v in self.verify) if self.verify else None
 
+    def did(self, node: str, action: str) -> None:
+        """Record that an action finished on a node (once, however many commands it took)."""
+        done = self.done.setdefault(node, [])
+        if action not in done:
+            done.append(action)
+
     def summary(self) -> str:
         """One line: how it ended and what was checked (never 'verified: verified')."""
         if not self.ok:

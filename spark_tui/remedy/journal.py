@@ -231,7 +231,9 @@ def unfinished(journal: Journal) -> list[UnfinishedRun]:
         elif kind == "finished":
             open_cmds.get(run, {}).pop(str(e.get("cmd")), None)
             if e.get("outcome") == "exit" and e.get("exit_code") == 0 and e.get("node"):
-                done.setdefault(run, {}).setdefault(str(e["node"]), []).append(str(e.get("action")))
+                actions = done.setdefault(run, {}).setdefault(str(e["node"]), [])
+                if str(e.get("action")) not in actions:  # several commands, one action
+                    actions.append(str(e.get("action")))
     out = []
     for run, s in starts.items():
         if run in ended or _alive(s.get("pid")):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from spark_tui import shell
 from spark_tui.clock import ScaledClock
 from spark_tui.nodes.cluster import ClusterConfig, NodeConfig
 from spark_tui.sim import logs
@@ -33,7 +34,8 @@ class SimCluster:
 
     @property
     def recipe(self) -> Any:
-        """The scenario's recipe (its variant applied), as spark_tui.recipes.model.Recipe."""
+        """The scenario's recipe (its variant applied), as spark_tui.recipes.model.Recipe; None
+        for a story of a deployment already running that spark-tui did not launch."""
         return sc.recipe_for(self.scenario)
 
     def http_endpoint(self, node: str, port: int) -> str | None:
@@ -122,6 +124,12 @@ def build_sim_cluster(
     for n in world.nodes.values():
         n.models.update(models)
     transports = {name: SimTransport(world, n) for name, n in world.nodes.items()}
+    for name, containers in s.containers.items():
+        for cname, spec in containers.items():
+            if spec.get("exec") and name in transports:
+                # what the other launcher started inside it (eugr: a detached vllm serve)
+                command = shell.join(["docker", "exec", "-d", cname, "sh", "-c", str(spec["exec"])])
+                transports[name].run(command)
     return SimCluster(config, transports, clock, world, s, dict(world.nodes))
 
 
@@ -143,6 +151,19 @@ def _add_container(node: SimNode, name: str, spec: dict[str, Any]) -> None:
     hour ago; with restarts, docker's restart policy is restarting its crashed engine."""
     now = node.world.clock.now()
     restarts = int(spec.get("restarts", 0))
+    if not spec.get("log") and not restarts:  # a container that runs its command, as docker does
+        c = SimContainer(
+            node=node,
+            name=name,
+            image=str(spec["image"]),
+            command=[str(a) for a in spec.get("command") or ()],
+            env={},
+            restart_policy=str(spec.get("restart", "no")),
+            created_at=now - 3600,
+        )
+        node.containers[name] = c
+        c.start(now - 60)
+        return
     c = SimContainer(
         node=node,
         name=name,

@@ -26,6 +26,8 @@ KNOWN: tuple[tuple[str, ModelInfo], ...] = (
     ("minimax-m3", ModelInfo(243.0, 50, 6.0, "MiniMaxM3ForCausalLM")),  # seed 002
     ("minimax-m2.5", ModelInfo(126.0, 26, 17.0, "MiniMaxM2ForCausalLM")),  # seed 003
     ("deepseek-v4", ModelInfo(160.0, 46, 44.0, "DeepseekV4ForCausalLM")),  # seed 004
+    # one Spark alone: MXFP4 weights, ~65 GB (openai/gpt-oss-120b's model card)
+    ("gpt-oss-120b", ModelInfo(65.3, 15, 38.0, "GptOssForCausalLM")),
 )
 DEFAULT = ModelInfo(100.0, 20, 20.0, "AutoModelForCausalLM")
 # GB10 reads weights at ~0.22 GB/s per node in these stories (67 GB in ~5 minutes, seed 000)

@@ -22,7 +22,7 @@ NODE_KEYS = {
     "fabric_mtu",
 }
 FAULT_KEYS = {"wedge_after_s", "nccl_builds", "corrupt_shard"}
-CONTAINER_KEYS = {"image", "command", "restart", "restarts", "log"}
+CONTAINER_KEYS = {"image", "command", "restart", "restarts", "log", "exec"}
 KEYS = {
     "seed",
     "description",
@@ -34,6 +34,7 @@ KEYS = {
     "switch_to",
     "faults",
     "containers",
+    "launch",
 }
 DEFAULT = "healthy"
 
@@ -43,7 +44,7 @@ class Scenario:
     name: str
     seed: str
     description: str
-    recipe: str  # the recipe id it launches
+    recipe: str | None  # the recipe id it launches (None: it plays a deployment already running)
     sets: tuple[str, ...] = ()  # `--set` changes that make its variant
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
     nodes_count: int = 2
@@ -52,6 +53,9 @@ class Scenario:
     faults: Faults = field(default_factory=Faults)
     # node -> container name -> what another launcher left running there (CONTAINER_KEYS)
     containers: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    # whether the demo launches the scenario's recipe by itself (not when the story is a
+    # deployment already running, started by another launcher)
+    launch: bool = True
 
 
 @cache
@@ -79,7 +83,9 @@ def _scenario(name: str, body: Any, path: Path, where: int) -> Scenario:
     if unknown:
         key = sorted(unknown)[0]
         raise InputError(f"scenario {name!r}: unknown field {key!r}", str(path), line_of(body, key))
-    for req in ("description", "recipe"):
+    # a story of a deployment already running (launch: false) may have no recipe
+    required = ("description", "recipe") if body.get("launch", True) else ("description",)
+    for req in required:
         if req not in body:
             raise InputError(f"scenario {name!r}: missing {req!r}", str(path), where)
     nodes = body.get("nodes") or {}
@@ -104,7 +110,7 @@ def _scenario(name: str, body: Any, path: Path, where: int) -> Scenario:
         name=name,
         seed=str(body.get("seed", "")),
         description=str(body["description"]),
-        recipe=str(body["recipe"]),
+        recipe=str(body["recipe"]) if body.get("recipe") else None,
         sets=tuple(str(s) for s in body.get("set") or ()),
         nodes={str(k): dict(v or {}) for k, v in nodes.items()},
         nodes_count=int(body.get("nodes_count", 2)),
@@ -119,6 +125,7 @@ def _scenario(name: str, body: Any, path: Path, where: int) -> Scenario:
             str(n): {str(k): dict(v or {}) for k, v in (named or {}).items()}
             for n, named in containers.items()
         },
+        launch=bool(body.get("launch", True)),
     )
 
 
@@ -154,6 +161,8 @@ def recipe_for(scenario: Scenario, recipe_id: str | None = None) -> Any:
     from spark_tui.recipes.overrides import apply_sets
 
     rid = recipe_id or scenario.recipe
+    if rid is None:
+        return None
     book = dict(load_dir(_RECIPES))
     if rid not in book:
         rb = load_recipes(use_user=False, use_revisions=False)

@@ -73,7 +73,7 @@ class SparkTuiApp(App[int]):
                 self.main_screen.set_last_action(f"monitor not started: {exc}", False)
                 self.notify(str(exc), title="Live monitor", severity="error", timeout=10)
             else:
-                if self.autoplay and self.session.simulated:
+                if self.autoplay and self.session.plays_launch:
                     self.call_after_refresh(self.main_screen.play_scenario)
 
     def on_unmount(self) -> None:

@@ -11,13 +11,17 @@ def scrollback_lines() -> int:
     return int(raw) if raw.isdigit() and int(raw) > 0 else 100_000
 
 
-def run_tui(config: str | None, read_only: bool, scenario: str | None) -> int:
+def run_tui(
+    config: str | None, read_only: bool, scenario: str | None, keep_state: bool = False
+) -> int:
     """The TUI on cluster.yaml, or on the simulated cluster (with `scenario`, or when
     there is no cluster.yaml)."""
     from spark_tui.session import open_cluster
     from spark_tui.tui.app import SparkTuiApp
 
-    with open_cluster(config, scenario=scenario, read_only=read_only) as session:
-        app = SparkTuiApp(session, autoplay=session.simulated, scrollback=scrollback_lines())
+    with open_cluster(
+        config, scenario=scenario, read_only=read_only, keep_state=keep_state
+    ) as session:
+        app = SparkTuiApp(session, autoplay=session.plays_launch, scrollback=scrollback_lines())
         app.run()
     return app.return_code or 0

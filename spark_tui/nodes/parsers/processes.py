@@ -9,7 +9,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
-_DEFAULT_PORT = {"vllm": 8000, "sglang": 30000}
+from spark_tui.engine_command import DEFAULT_PORT, engine_words, parse_command
 
 
 @dataclass(frozen=True)
@@ -37,43 +37,23 @@ def _words(args: str) -> list[str]:
         return args.split()
 
 
-def _flag(words: list[str], *names: str) -> str | None:
-    for i, w in enumerate(words):
-        for n in names:
-            if w == n and i + 1 < len(words):
-                return words[i + 1]
-            if w.startswith(n + "="):
-                return w.split("=", 1)[1]
-    return None
-
-
 def engine_from_args(pid: int, words: list[str]) -> EngineProcess | None:
-    """The engine an argument vector starts, or None (the docker CLI, a log tail, …)."""
-    if not words or os.path.basename(words[0]) in ("docker", "tail", "grep", "sh", "bash"):
+    """The engine an argument vector starts, or None (the docker CLI, a log tail, a shell
+    running a command string: the engine is its child, with its own line)."""
+    if not words or os.path.basename(words[0]) in ("docker", "tail", "grep"):
         return None
-    kind = model = None
-    for i, w in enumerate(words):
-        base = os.path.basename(w)
-        if base == "vllm" and i + 1 < len(words) and words[i + 1] == "serve":
-            kind = "vllm"
-            rest = words[i + 2 :]
-            model = rest[0] if rest and not rest[0].startswith("-") else None
-            break
-        if w in ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server"):
-            kind = "vllm"
-            break
-        if w == "sglang.launch_server":
-            kind = "sglang"
-            break
-    if kind is None:
+    if os.path.basename(words[0]) in ("sh", "bash", "dash") and words[1:2] == ["-c"]:
         return None
-    model = model or _flag(words, "--model", "--model-path")
-    port_text = _flag(words, "--port")
+    engine = engine_words(words)
+    if engine is None:
+        return None
+    parsed = parse_command(engine)
+    port = parsed.args.get("--port")
     try:
-        port = int(port_text) if port_text else _DEFAULT_PORT[kind]
-    except ValueError:
-        port = _DEFAULT_PORT[kind]
-    return EngineProcess(pid, kind, model, port, tuple(words))
+        port = int(port) if port is not None and port is not True else DEFAULT_PORT[parsed.engine]
+    except (TypeError, ValueError):
+        port = DEFAULT_PORT[parsed.engine]
+    return EngineProcess(pid, parsed.engine, parsed.model, port, tuple(words))
 
 
 _LINE = re.compile(r"^\s*(\d+)\s+(.*\S)\s*$")
@@ -97,3 +77,32 @@ def parse_processes(text: str) -> StackProcesses:
         elif engine is None:
             engine = engine_from_args(pid, words)
     return StackProcesses(head, member or head, engine)
+
+
+_CONTAINER_ID = re.compile(r"docker[-/]([0-9a-f]{12,64})")
+_UNIT = re.compile(r"/([A-Za-z0-9@._:-]+\.service)(?:/|$)")
+
+
+@dataclass(frozen=True)
+class EngineOutput:
+    """Where an engine process's output goes (ENGINE_OUTPUT's answer)."""
+
+    target: str | None  # a file path, or "pipe:[…]", "socket:[…]", "/dev/pts/3"
+    container_id: str | None  # the docker container it runs in
+    unit: str | None  # the systemd unit it runs under (outside docker)
+
+    @property
+    def file(self) -> str | None:
+        """The file it writes to (not a pipe, a socket or a terminal)."""
+        t = self.target
+        return t if t and t.startswith("/") and not t.startswith(("/dev/", "/proc/")) else None
+
+
+def parse_engine_output(text: str) -> EngineOutput:
+    """`readlink /proc/PID/fd/1; cat /proc/PID/cgroup` → EngineOutput."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    target = lines[0] if lines and not lines[0].startswith(("0::", "1:", "2:")) else None
+    cgroups = "\n".join(lines[1:] if target else lines)
+    cid = _CONTAINER_ID.search(cgroups)
+    unit = _UNIT.search(cgroups) if cid is None else None
+    return EngineOutput(target, cid.group(1) if cid else None, unit.group(1) if unit else None)

@@ -25,6 +25,10 @@ if TYPE_CHECKING:
     from spark_tui.state import StateDir
 
 Emit = Callable[[ActionProgress], None]
+NO_RECIPE = (
+    "it needs a recipe — name one in cluster.yaml (recipe: ID), or adopt the deployment "
+    "running now as one (spark-tui recipes adopt)"
+)
 RISK_ORDER = ("safe", "disruptive", "destructive")
 TARGET_WORDS = {
     "all": "every node",

@@ -12,6 +12,7 @@ from spark_tui.kb.schema import Action
 from spark_tui.recipes.render import render_plan
 from spark_tui.recipes.revisions import apply_patch, unified_diff
 from spark_tui.remedy.actions.base import (
+    NO_RECIPE,
     ActionKind,
     PlanContext,
     PlannedAction,
@@ -48,7 +49,7 @@ def run_launch(planned: PlannedAction, ctx: RunContext) -> bool:
         launched.tok_s = rest.tok_s or launched.tok_s
     for s in launched.steps:
         if s.ok:
-            ctx.result.done.setdefault(s.step.node, []).append(f"{planned.type}:{s.step.id}")
+            ctx.result.did(s.step.node, f"{planned.type}:{s.step.id}")
     ctx.result.tok_s = launched.tok_s or ctx.result.tok_s
     ctx.result.launched = launched
     if not launched.ok:
@@ -124,7 +125,7 @@ class Relaunch(ActionKind):
     def plan(self, index: int, action: Action, ctx: PlanContext) -> PlannedAction:
         current = ctx.recipe
         if current is None:
-            raise InputError(f"fix {ctx.fix_id} relaunches: name the recipe (cluster.yaml recipe:)")
+            raise InputError(f"fix {ctx.fix_id} relaunches: {NO_RECIPE}")
         clean = bool(action.params.get("clean", True))
         launch = render_plan(
             replace(current, drop_caches=current.drop_caches or clean), ctx.cluster, stamp=ctx.stamp

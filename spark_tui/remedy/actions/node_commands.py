@@ -56,7 +56,7 @@ class _PerNode(ActionKind):
             if not res.ok:
                 why = ctx.failure_text(res)
                 return ctx.fail(cmd.node, f"{self.name} failed on {cmd.node}: {why}", self.name)
-            ctx.result.done.setdefault(cmd.node, []).append(self.name)
+            ctx.result.did(cmd.node, self.name)
             ctx.emit(ActionProgress(self.name, cmd.node, cmd.command, "ok"))
         return True
 
@@ -144,7 +144,7 @@ class Reboot(_PerNode):
                     f"{cmd.node} did not come back within {REBOOT_TIMEOUT_S:g} s",
                     self.name,
                 )
-            ctx.result.done.setdefault(cmd.node, []).append(self.name)
+            ctx.result.did(cmd.node, self.name)
             ctx.emit(ActionProgress(self.name, cmd.node, cmd.command, "ok"))
         return True
 
@@ -280,7 +280,7 @@ class CollectEvidence(_PerNode):
             if res is not None and not res.ok:
                 text += f"\n({ctx.failure_text(res)})"
             _save_evidence(ctx, cmd, text)
-            ctx.result.done.setdefault(cmd.node, []).append(self.name)
+            ctx.result.did(cmd.node, self.name)
             ctx.emit(ActionProgress(self.name, cmd.node, cmd.command, "ok"))
         return True
 

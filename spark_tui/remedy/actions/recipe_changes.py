@@ -14,6 +14,7 @@ from spark_tui.kb.schema import PATCH_TARGETS, Action
 from spark_tui.recipes.model import Recipe
 from spark_tui.recipes.revisions import apply_patch, unified_diff
 from spark_tui.remedy.actions.base import (
+    NO_RECIPE,
     ActionKind,
     PlanContext,
     PlannedAction,
@@ -80,9 +81,7 @@ class PatchRecipe(ActionKind):
     def plan(self, index: int, action: Action, ctx: PlanContext) -> PlannedAction:
         current = ctx.recipe
         if current is None:
-            raise InputError(
-                f"fix {ctx.fix_id} changes the recipe: name one (cluster.yaml recipe:)"
-            )
+            raise InputError(f"fix {ctx.fix_id} changes the recipe: {NO_RECIPE}")
         patch = {"target": str(action.params.get("target", "serve"))}
         patch.update({k: action.params[k] for k in PATCH_KEYS if k in action.params})
         after = replace(apply_patch(current, **patch), revision=current.revision + 1)

@@ -4,6 +4,8 @@ mv, rm, sync, sysctl, find)."""
 
 from __future__ import annotations
 
+import re
+
 from spark_tui.sim.shell.context import Command, Ctx, Out
 from spark_tui.sim.timedlog import TimedLog
 
@@ -23,6 +25,11 @@ def read_path(ctx: Ctx, path: str) -> str | None:
         return node.name + "\n"
     if path == "/proc/sys/vm/drop_caches":
         return "0\n"
+    if m := re.fullmatch(r"/proc/(\d+)/cgroup", path):
+        from spark_tui.sim.processes import cgroup, find_process
+
+        proc = find_process(ctx.world, node, int(m.group(1)))
+        return cgroup(proc) if proc is not None else None
     if path.startswith("/sys/class/net/"):
         parts = path.split("/")
         if len(parts) == 6:

@@ -3,7 +3,10 @@ log (dmesg, journalctl) and reboot."""
 
 from __future__ import annotations
 
+import re
+
 from spark_tui.sim import gpu
+from spark_tui.sim.processes import find_process, node_processes, stdout_target
 from spark_tui.sim.shell.context import HOST, Command, Ctx, Out
 
 
@@ -61,27 +64,23 @@ def _dmesg(argv: list[str], ctx: Ctx, stdin: str) -> Out:
 
 
 def _ps(argv: list[str], ctx: Ctx, stdin: str) -> Out:
-    """`ps -ww -eo pid=,args=`: the processes the host sees in its running containers — each
-    container's main command, Ray's raylet (and gcs_server on the head), the engines."""
-    world, node = ctx.world, ctx.node
-    now = world.clock.now()
-    rows: list[tuple[int, str]] = []
-    for c in node.containers.values():
-        if not c.running:
+    """`ps -ww -eo pid=,args=`: the processes the host sees in its running containers."""
+    rows = node_processes(ctx.world, ctx.node)
+    return Out(0, "".join(f"{p.pid:>7} {p.args}\n" for p in rows))
+
+
+def _readlink(argv: list[str], ctx: Ctx, stdin: str) -> Out:
+    """`readlink /proc/PID/fd/N`: where a process's output goes (a file, or docker's pipe)."""
+    paths = [a for a in argv[1:] if not a.startswith("-")]
+    out, rc = "", 0
+    for path in paths:
+        m = re.fullmatch(r"/proc/(\d+)/fd/[12]", path)
+        proc = find_process(ctx.world, ctx.node, int(m.group(1))) if m else None
+        if proc is None:
+            rc = 1
             continue
-        base = 1000 + int(c.id[:4], 16) % 50000
-        if c.command:
-            rows.append((base, " ".join(c.command)))
-        if c.ray is not None:
-            ray_dir = "/usr/local/lib/python3.12/dist-packages/ray/core/src/ray"
-            if c.ray.head:
-                rows.append((base + 3, f"{ray_dir}/gcs/gcs_server --gcs_server_port=6379"))
-            rows.append((base + 5, f"{ray_dir}/raylet/raylet --node_ip_address={c.ray.node_ip}"))
-        for e in world.engines_in(c):
-            if e.alive(now) and c.id in e.argv_in:
-                rows.append((e.pid if e.container is c else base + 7, " ".join(e.argv_in[c.id])))
-    text = "".join(f"{pid:>7} {args}\n" for pid, args in sorted(rows))
-    return Out(0, text)
+        out += stdout_target(proc) + "\n"
+    return Out(rc, out)
 
 
 def _hf(argv: list[str], ctx: Ctx, stdin: str) -> Out:
@@ -118,5 +117,6 @@ COMMANDS = {
     "journalctl": Command(_journalctl, HOST),
     "ps": Command(_ps, HOST),
     "hf": Command(_hf, HOST),
+    "readlink": Command(_readlink, HOST),
     "huggingface-cli": Command(_hf, HOST),
 }
