@@ -62,34 +62,11 @@ def _no_progress(_: ActionProgress) -> None:
 
 
 @contextlib.contextmanager
-def open_cluster(
-    config: str | Path | None = None,
-    *,
-    scenario: str | None = None,
-    recipe: str | None = None,
-    speed: float | None = None,
-    clock: Clock | None = None,
-    keep_state: bool = False,
-    read_only: bool = False,
-    no_config: str = "simulate",
-    sim_nodes: int | None = None,
-) -> Iterator[Session]:
-    """Open a cluster: `scenario` plays a simulated one; else `config` (a cluster.yaml), else
-    ./cluster.yaml or ~/.config/spark-tui/cluster.yaml; with none, `no_config` says what to
-    do: "simulate" (the simulated cluster, saying so), "refuse" (InputError), or "offline"
-    (no nodes, the real state: a report of the journal). Closed (monitor stopped,
-    connections closed, a simulation's scratch state removed) when the block ends."""
-    session = Session.open(
-        config,
-        scenario=scenario,
-        recipe=recipe,
-        speed=speed,
-        clock=clock,
-        keep_state=keep_state,
-        read_only=read_only,
-        no_config=no_config,
-        sim_nodes=sim_nodes,
-    )
+def open_cluster(config: str | Path | None = None, **options: Any) -> Iterator[Session]:
+    """Open a cluster (Session.open: a scenario, a cluster.yaml, or what `no_config` says
+    with none) for the block; closed when it ends (monitor stopped, connections closed, a
+    simulation's scratch state removed)."""
+    session = Session.open(config, **options)
     try:
         yield session
     finally:
@@ -192,6 +169,12 @@ class Session:
         no_config: str = "simulate",
         sim_nodes: int | None = None,
     ) -> Session:
+        """`scenario` plays a simulated cluster (at `speed`, or on `clock`; `sim_nodes` nodes;
+        its state kept when `keep_state`); else `config` (a cluster.yaml), else ./cluster.yaml
+        or ~/.config/spark-tui/cluster.yaml; with none, `no_config` says what to do:
+        "simulate" (the simulated cluster, saying so), "refuse" (InputError), or "offline"
+        (no nodes, the real state: a report of the journal). `recipe` names the recipe to use
+        instead of cluster.yaml's; `read_only` refuses every change from here on."""
         from spark_tui.kb.loader import load_knowledge
 
         if read_only:
@@ -527,6 +510,9 @@ class Session:
         if self.monitor is not None:
             self.monitor.new_attempt(plan.nodes)
             self.monitor.follow(plan.log_sources)
+
+    def recipe_changed(self, recipe: Recipe) -> None:
+        self.use_recipe(recipe)
 
     def stopped(self, nodes: tuple[str, ...]) -> None:
         if self.monitor is not None:

@@ -105,9 +105,8 @@ def test_watch_json_streams_diagnoses(sshd_cluster: SshdCluster, capsys) -> None
     assert d["fixes"][0] == "drop-page-caches"  # spark1's readings: a big page cache
     datetime.fromisoformat(d["time"])
     assert by_wall["page-cache-hog"]["node"] == "spark1"
-    # both nodes answered, and none dropped
-    assert {d["node"] for d in lines if d["event"] == "reachable"} == {"spark1", "spark2"}
-    assert not [d for d in lines if d["event"] == "unreachable"]
+    # both nodes answered from the start and none dropped: nothing to say about reachability
+    assert not [d for d in lines if d["event"] in ("reachable", "unreachable")]
 
 
 def test_watch_config_and_demo_exclude_each_other(capsys) -> None:

@@ -14,6 +14,8 @@ import sys
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
+    from spark_tui.cli.options import add_cluster_source
+
     p = sub.add_parser("recipes", help="launch recipes: list, show, render the exact commands")
     rs = p.add_subparsers(dest="recipes_command", metavar="SUBCOMMAND", required=True)
     ls = rs.add_parser("list", help="every recipe: id, status, engine, nodes, tok/s")
@@ -108,9 +110,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             "recipes once confirmed."
         ),
     )
-    src = adopt.add_mutually_exclusive_group()
-    src.add_argument("--config", metavar="FILE", dest="adopt_config", help="cluster.yaml")
-    src.add_argument("--demo", metavar="SCENARIO", help="a simulated scenario instead")
+    add_cluster_source(adopt)
     adopt.add_argument("--yes", action="store_true", help="save without asking")
 
 
@@ -153,10 +153,10 @@ def run(args: argparse.Namespace) -> int:
 
 def _adopt(args: argparse.Namespace) -> int:
     """Show the recipe derived from what runs (as a diff: it is all new) and save it."""
+    from spark_tui.cli.options import config_of
     from spark_tui.session import open_cluster
 
-    config = args.adopt_config or getattr(args, "config", None)
-    with open_cluster(config, scenario=args.demo, no_config="refuse") as session:
+    with open_cluster(config_of(args), scenario=args.demo, no_config="refuse") as session:
         recipe, text = session.adopt_running()
         print(f"--- /dev/null\n+++ {recipe.id}.yaml")
         print("\n".join("+" + line for line in text.splitlines()))

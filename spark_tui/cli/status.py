@@ -8,6 +8,8 @@ import argparse
 import json
 import sys
 
+from spark_tui.cli.options import add_cluster_source, config_of
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -15,17 +17,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="the state of every node: containers, Ray, serving phase, model, port",
         description="Read every node once and say what runs there (changes nothing).",
     )
-    src = p.add_mutually_exclusive_group()
-    src.add_argument("--config", dest="sub_config", metavar="FILE", help="cluster.yaml to use")
-    src.add_argument("--demo", metavar="SCENARIO", help="a simulated scenario instead")
+    add_cluster_source(p)
     p.add_argument("--json", action="store_true", help='one JSON object: {"nodes": [...]}')
 
 
 def run(args: argparse.Namespace) -> int:
     from spark_tui.session import open_cluster
 
-    config = getattr(args, "sub_config", None) or getattr(args, "config", None)
-    with open_cluster(config, scenario=args.demo, no_config="refuse") as session:
+    with open_cluster(config_of(args), scenario=args.demo, no_config="refuse") as session:
         nodes = session.status()
         source = session.config.source
     if args.json:

@@ -8,6 +8,8 @@ import argparse
 import json
 import sys
 
+from spark_tui.cli.options import add_cluster_source, config_of
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -15,9 +17,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="stop serving and Ray on every node (previewed, confirmed, journaled)",
         description="Stop the serving stack and Ray on every node; logs are kept.",
     )
-    src = p.add_mutually_exclusive_group()
-    src.add_argument("--config", dest="sub_config", metavar="FILE", help="cluster.yaml to use")
-    src.add_argument("--demo", metavar="SCENARIO", help="a simulated scenario instead")
+    add_cluster_source(p)
     p.add_argument("--yes", action="store_true", help="do not ask")
     p.add_argument("--dry-run", action="store_true", help="print the commands; run nothing")
     p.add_argument("--json", action="store_true", help="print the outcome as one JSON object")
@@ -27,8 +27,7 @@ def run(args: argparse.Namespace) -> int:
     from spark_tui.cli.present import ask_terminal, print_progress
     from spark_tui.session import open_cluster
 
-    config = getattr(args, "sub_config", None) or getattr(args, "config", None)
-    with open_cluster(config, scenario=args.demo, no_config="refuse") as session:
+    with open_cluster(config_of(args), scenario=args.demo, no_config="refuse") as session:
         plan = session.plan_stop()
         if not args.json:
             print("\n".join(plan.preview_lines()))

@@ -13,6 +13,8 @@ import argparse
 import json
 import sys
 
+from spark_tui.cli.options import add_cluster_source, add_demo_options, config_of
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -23,24 +25,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             "watch the startup, on a wall its fix and one relaunch per diagnosis, smoke, tok/s."
         ),
     )
-    src = p.add_mutually_exclusive_group()
-    src.add_argument("--config", dest="sub_config", metavar="FILE", help="cluster.yaml to use")
-    src.add_argument("--demo", metavar="SCENARIO", help="bring up a simulated scenario instead")
+    add_cluster_source(p, "bring up a simulated scenario instead")
     p.add_argument("--recipe", metavar="ID", help="the recipe to launch (default: cluster.yaml's)")
     p.add_argument("--yes", action="store_true", help="run disruptive steps without asking")
     p.add_argument("--json", action="store_true", help="one JSON object per event")
-    p.add_argument(
-        "--speed",
-        type=float,
-        default=60.0,
-        metavar="X",
-        help="with --demo: simulated seconds per real second (default 60)",
-    )
-    p.add_argument(
-        "--keep-state",
-        action="store_true",
-        help="with --demo: keep the demo's journal and revisions (under the state directory's demos/)",
-    )
+    add_demo_options(p)
 
 
 def _human(event: dict) -> str:
@@ -86,9 +75,8 @@ def run(args: argparse.Namespace) -> int:
         line = json.dumps(event, ensure_ascii=False, default=str) if args.json else _human(event)
         print(line, flush=True)
 
-    config = getattr(args, "sub_config", None) or getattr(args, "config", None)
     with open_cluster(
-        config,
+        config_of(args),
         scenario=args.demo,
         recipe=args.recipe,
         speed=args.speed if args.demo else None,

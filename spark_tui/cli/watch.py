@@ -14,27 +14,16 @@ import threading
 from datetime import datetime, timezone
 from typing import Any
 
+from spark_tui.cli.options import add_cluster_source, add_demo_options, config_of
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("watch", help="headless: stream diagnoses as JSON lines while the nodes run")
     p.add_argument("--json", action="store_true", help="one JSON object per event")
-    src = p.add_mutually_exclusive_group()
-    src.add_argument("--config", dest="sub_config", metavar="FILE", help="cluster.yaml to use")
-    src.add_argument("--demo", metavar="SCENARIO", help="watch a simulated scenario instead")
+    add_cluster_source(p, "watch a simulated scenario instead")
     p.add_argument("--period", type=float, metavar="S", help="seconds between rounds of a node")
     p.add_argument("--duration", type=float, metavar="S", help="stop after S seconds")
-    p.add_argument(
-        "--speed",
-        type=float,
-        default=60.0,
-        metavar="X",
-        help="with --demo: simulated seconds per real second (default 60)",
-    )
-    p.add_argument(
-        "--keep-state",
-        action="store_true",
-        help="with --demo: keep its journal and recipe revisions (the state directory's demos/)",
-    )
+    add_demo_options(p)
     p.add_argument(
         "--auto-relaunch",
         action="store_true",
@@ -121,11 +110,10 @@ class EventPrinter:
 def run(args: argparse.Namespace) -> int:
     from spark_tui.session import open_cluster
 
-    config = getattr(args, "sub_config", None) or getattr(args, "config", None)
     printer = EventPrinter(args.json)
     stop = threading.Event()
     with open_cluster(
-        config,
+        config_of(args),
         scenario=args.demo,
         speed=args.speed if args.demo else None,
         keep_state=args.keep_state,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
@@ -84,6 +85,7 @@ class BringUp:
         self.journal = env.journal
         self.confirm = confirm
         self.path = env.state.bringup_path(recipe.id)
+        self.run_id = f"bringup-{uuid.uuid4().hex[:8]}"  # this process's steps, in the journal
         saved = self._load()
         stamp = saved.stamp if saved else stamp_now()
         self.plan = render_plan(recipe, cluster, profile=profile, sets=tuple(sets), stamp=stamp)
@@ -152,7 +154,7 @@ class BringUp:
             if unit.stage != "preflight" and self._first_of_launch(units):
                 self.env.hooks.launching(self.plan)  # a new launch attempt begins
             runner = LaunchRunner(
-                self.transports, self.clock, self.emit, self.journal, "bringup", "bring-up"
+                self.transports, self.clock, self.emit, self.journal, self.run_id, "bring-up"
             )
             r = runner.run_step(self.plan.steps[unit.step_index or 0])
             ok, message = r.ok, r.detail

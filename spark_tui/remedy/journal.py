@@ -104,6 +104,7 @@ class Journal:
             node=node,
             action=action,
             command=command,
+            pid=os.getpid(),
         )
         try:
             yield rec
@@ -210,11 +211,13 @@ class UnfinishedRun:
 
 
 def unfinished(journal: Journal) -> list[UnfinishedRun]:
-    """Runs with a start and no end, whose process is gone (a run still going is not
-    interrupted: another spark-tui may be running it now)."""
+    """Runs with a start and no end, and commands with a `started` and no `finished` (a
+    bring-up step has no run record of its own), whose process is gone (a run still going
+    is not interrupted: another spark-tui may be running it now)."""
     starts: dict[str, dict[str, Any]] = {}
     done: dict[str, dict[str, list[str]]] = {}
     open_cmds: dict[str, dict[str, tuple[str, str]]] = {}
+    first_cmd: dict[str, dict[str, Any]] = {}  # the first `started` of each run
     ended: set[str] = set()
     for e in journal:
         run = str(e.get("run", ""))
@@ -224,6 +227,7 @@ def unfinished(journal: Journal) -> list[UnfinishedRun]:
         elif kind in ("fix-end", "fix-interrupted", "run-end"):
             ended.add(run)
         elif kind == "started":
+            first_cmd.setdefault(run, e)
             open_cmds.setdefault(run, {})[str(e.get("cmd"))] = (
                 str(e.get("node")),
                 str(e.get("command", "")),
@@ -235,6 +239,9 @@ def unfinished(journal: Journal) -> list[UnfinishedRun]:
                 if str(e.get("action")) not in actions:  # several commands, one action
                     actions.append(str(e.get("action")))
     out = []
+    for run, first in first_cmd.items():  # commands cut in a run with no run record
+        if run not in starts and open_cmds.get(run) and not _alive(first.get("pid")):
+            starts[run] = {**first, "nodes": ()}
     for run, s in starts.items():
         if run in ended or _alive(s.get("pid")):
             continue

@@ -147,23 +147,11 @@ def _set_node_state(n: SimNode, state: dict[str, Any]) -> None:
 
 
 def _add_container(node: SimNode, name: str, spec: dict[str, Any]) -> None:
-    """A container another launcher left on the node (scenarios.CONTAINER_KEYS): created an
-    hour ago; with restarts, docker's restart policy is restarting its crashed engine."""
+    """A container another launcher left on the node (scenarios.CONTAINER_KEYS), created an
+    hour ago: one that crashed (a `log`) and that a restart policy restarts (`restarts`) is
+    left as docker shows it; any other runs its command, as docker does."""
     now = node.world.clock.now()
     restarts = int(spec.get("restarts", 0))
-    if not spec.get("log") and not restarts:  # a container that runs its command, as docker does
-        c = SimContainer(
-            node=node,
-            name=name,
-            image=str(spec["image"]),
-            command=[str(a) for a in spec.get("command") or ()],
-            env={},
-            restart_policy=str(spec.get("restart", "no")),
-            created_at=now - 3600,
-        )
-        node.containers[name] = c
-        c.start(now - 60)
-        return
     c = SimContainer(
         node=node,
         name=name,
@@ -172,15 +160,15 @@ def _add_container(node: SimNode, name: str, spec: dict[str, Any]) -> None:
         env={},
         restart_policy=str(spec.get("restart", "no")),
         created_at=now - 3600,
-        started_at=now - 30,
-        state="restarting" if restarts else "running",
-        restart_count=restarts,
-        main_blocks=True,
     )
-    if spec.get("log"):
-        # the crashed run's last lines, before the policy restarted it
-        c.log.add_many(now - 40, logs.render("vllm", str(spec["log"])), 1.0)
     node.containers[name] = c
+    if not spec.get("log") and not restarts:
+        c.start(now - 60)
+        return
+    c.started_at, c.restart_count, c.main_blocks = now - 30, restarts, True
+    c.state = "restarting" if restarts else "running"
+    if spec.get("log"):  # the crashed run's last lines, before the policy restarted it
+        c.log.add_many(now - 40, logs.render("vllm", str(spec["log"])), 1.0)
 
 
 def _model_checkpoints() -> dict[str, int]:

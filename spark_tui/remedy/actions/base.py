@@ -119,6 +119,10 @@ class SessionHooks(Protocol):
     def stopped(self, nodes: tuple[str, ...]) -> None:
         """The serving stack was stopped on these nodes."""
 
+    def recipe_changed(self, recipe: Recipe) -> None:
+        """The recipe in use changed (a revision committed, another recipe chosen): what runs
+        next, and what the readings are judged against, follow it at once."""
+
 
 class NoHooks:
     def expect_reboot(self, node: str) -> None:
@@ -131,6 +135,9 @@ class NoHooks:
         return None
 
     def stopped(self, nodes: tuple[str, ...]) -> None:
+        pass
+
+    def recipe_changed(self, recipe: Recipe) -> None:
         pass
 
 

@@ -10,7 +10,6 @@ from spark_tui import shell
 from spark_tui.errors import InputError
 from spark_tui.kb.schema import Action
 from spark_tui.recipes.render import render_plan
-from spark_tui.recipes.revisions import apply_patch, unified_diff
 from spark_tui.remedy.actions.base import (
     NO_RECIPE,
     ActionKind,
@@ -19,7 +18,7 @@ from spark_tui.remedy.actions.base import (
     RunContext,
     VerifyResult,
 )
-from spark_tui.remedy.actions.recipe_changes import commit_recipe
+from spark_tui.remedy.actions.recipe_changes import commit_recipe, planned_patch
 from spark_tui.remedy.launch import LaunchRunner
 
 RAY_STEPS = ("stop-leftovers", "ray-head", "ray-worker", "wait-ray")
@@ -82,18 +81,11 @@ class RestartRay(ActionKind):
             raise InputError(f"fix {ctx.fix_id} restarts Ray: it needs a Ray recipe")
         patch = {"target": "ray", "set_args": action.params.get("args") or {}}
         patch["set_env"] = action.params.get("env") or {}
-        after = replace(apply_patch(current, **patch), revision=current.revision + 1)
-        full = render_plan(after, ctx.cluster, stamp=ctx.stamp)
+        planned = planned_patch(index, self.name, current, patch)
+        assert planned.recipe_after is not None
+        full = render_plan(planned.recipe_after, ctx.cluster, stamp=ctx.stamp)
         steps = tuple(s for s in full.steps if s.id in RAY_STEPS)
-        return PlannedAction(
-            index,
-            self.name,
-            recipe_before=current,
-            recipe_after=after,
-            patch=patch,
-            diff=unified_diff(current, after),
-            launch=replace(full, steps=steps),
-        )
+        return replace(planned, launch=replace(full, steps=steps))
 
     def preview_lines(self, planned: PlannedAction) -> list[str]:
         lines = [f"# {planned.index + 1}. {self.name} on {', '.join(planned.nodes)}"]

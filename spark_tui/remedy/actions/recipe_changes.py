@@ -84,15 +84,7 @@ class PatchRecipe(ActionKind):
             raise InputError(f"fix {ctx.fix_id} changes the recipe: {NO_RECIPE}")
         patch = {"target": str(action.params.get("target", "serve"))}
         patch.update({k: action.params[k] for k in PATCH_KEYS if k in action.params})
-        after = replace(apply_patch(current, **patch), revision=current.revision + 1)
-        return PlannedAction(
-            index,
-            self.name,
-            recipe_before=current,
-            recipe_after=after,
-            patch=patch,
-            diff=unified_diff(current, after),
-        )
+        return planned_patch(index, self.name, current, patch)
 
     def preview_lines(self, planned: PlannedAction) -> list[str]:
         assert planned.recipe_after is not None
@@ -113,12 +105,30 @@ class PatchRecipe(ActionKind):
         ]
 
 
+def planned_patch(
+    index: int, kind: str, current: Recipe, patch: Mapping[str, Any], **extra: Any
+) -> PlannedAction:
+    """An action that makes a new revision of the recipe: the patch, the recipe it gives,
+    and the diff the preview shows."""
+    after = replace(apply_patch(current, **patch), revision=current.revision + 1)
+    return PlannedAction(
+        index,
+        kind,
+        recipe_before=current,
+        recipe_after=after,
+        patch=patch,
+        diff=unified_diff(current, after),
+        **extra,
+    )
+
+
 def commit_recipe(planned: PlannedAction, note: str, ctx: RunContext) -> None:
     """Store the action's change as a new revision, rebased on the newest revision in use
     (another session may have patched it since the plan), and journal it."""
     assert planned.recipe_before is not None
     rev, recipe = ctx.revisions.commit_patch(planned.recipe_before, planned.patch, note)
     ctx.result.recipe = recipe
+    ctx.hooks.recipe_changed(recipe)
     ctx.journal.append(
         event="recipe-revision",
         run=ctx.run_id,
@@ -182,6 +192,7 @@ class SwitchRecipe(ActionKind):
         )
         if planned.recipe_after is not None:
             ctx.result.recipe = planned.recipe_after
+            ctx.hooks.recipe_changed(planned.recipe_after)
         ctx.emit(ActionProgress(self.name, None, None, "ok", f"recipe is now {planned.switch_to}"))
         return True
 
