@@ -318,3 +318,12 @@ def test_visudo_accepts_the_rule(tmp_path: Path) -> None:
     rule.write_text(sudoers_rule(rule_commands(), user="nobody") + "\n")
     r = subprocess.run([visudo, "-c", "-f", str(rule)], capture_output=True, text=True)
     assert r.returncode == 0 and "parsed OK" in r.stdout, r.stdout + r.stderr
+
+
+def test_the_preview_of_a_root_command_with_a_placeholder_has_the_form_that_runs() -> None:
+    """kb show's cluster-free preview and the per-node command are both `sudo -n CMD`."""
+    from spark_tui.remedy.render import preview_lines
+
+    fix = load_knowledge(use_user=False).get("fabric-slow").fix("fabric-mtu-9000")
+    assert fix is not None
+    assert "sudo -n ip link set dev <node.fabric_if> mtu 9000" in preview_lines(fix)
