@@ -154,7 +154,7 @@ def test_apply_previews_confirms_applies_and_verifies_on_the_nodes() -> None:
             assert modal.plan.fix.id == "drop-page-caches"
             assert set(modal.plan.nodes) == {"spark1", "spark2"}
             preview = str(modal.query_one("#fix-preview").render())
-            assert preview.count("sudo -n sh -c 'sync; echo 3 > /proc/sys/vm/drop_caches'") == 2
+            assert preview.count("sudo -n sysctl -w vm.drop_caches=3") == 2
             nodes = app.session.sim.nodes
             assert all(n.page_cache_gib > 20 for n in nodes.values())  # nothing ran yet
             await pilot.press("y")

@@ -60,7 +60,7 @@ async def _test_signature_line_shows_its_diagnosis_newest_error_first() -> None:
         text = detail.render_text().plain
         assert "Cause (from the readings): the page cache still holds" in text
         assert "Evidence" in text and "Free memory on device cuda:0 (11.19/119.67 GiB)" in text
-        assert "sudo -n sh -c 'sync; echo 3 > /proc/sys/vm/drop_caches'" in text
+        assert "sudo -n sysctl -w vm.drop_caches=3" in text
 
 
 def test_log_source_follow_and_search() -> None:

@@ -302,7 +302,9 @@ def _failure(res: CommandResult) -> str:
         return "timed out"
     tail = res.tail(5)
     if shell.needs_sudo_password(tail):
-        return f"sudo needs a password (exit {res.exit_code}). {shell.SUDOERS_HINT}"
+        from spark_tui.sudoers import sudoers_hint
+
+        return f"sudo needs a password (exit {res.exit_code}). {sudoers_hint()}"
     return f"exit {res.exit_code}: {tail}" if tail else f"exit {res.exit_code}"
 
 

@@ -81,6 +81,9 @@ class RunCommand(_PerNode):
         template = str(params["command"])
         if values is None:
             command = shell._PLACEHOLDER.sub(lambda m: f"<{m.group(1)}>", template)
+            # <node.fabric_if> stands where a quoted value will: root is `sudo -n CMD` as run
+            if params.get("root") and shell.simple_words(shell._PLACEHOLDER.sub("X", template)):
+                return "sudo -n " + command
         else:
             command = shell.fill(template, values)
         return shell.as_root(command) if params.get("root") else command

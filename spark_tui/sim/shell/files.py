@@ -1,12 +1,12 @@
 """Files of a simulated node or container: /proc, /sys/class/net, sysctl writes
 (drop_caches), root-only paths, and the commands that read and move them (cat, ls, test,
-mv, rm, sync, find)."""
+mv, rm, sync, sysctl, find)."""
 
 from __future__ import annotations
 
 import re
 
-from spark_tui.sim.shell.context import CONTAINER, Command, Ctx, Out
+from spark_tui.sim.shell.context import Command, Ctx, Out
 from spark_tui.sim.timedlog import TimedLog
 
 ROOT_ONLY_PREFIXES = ("/proc/sys/", "/etc/", "/sys/", "/usr/", "/boot/")
@@ -195,9 +195,41 @@ def _sync(argv: list[str], ctx: Ctx, stdin: str) -> Out:
     return Out(0)
 
 
+def _sysctl(argv: list[str], ctx: Ctx, stdin: str) -> Out:
+    """`sysctl -w KEY=VALUE` (as root) writes /proc/sys/KEY; `sysctl KEY` reads it."""
+    out, err, rc = "", "", 0
+    for arg in argv[1:]:
+        if arg.startswith("-"):
+            continue
+        key, eq, value = arg.partition("=")
+        path = "/proc/sys/" + key.replace(".", "/")
+        if eq:
+            code, _ = write_path(ctx, path, value + "\n", append=False)
+            if code:
+                err += f'sysctl: permission denied on key "{key}"\n'
+                rc = 1
+                continue
+            out += f"{key} = {value}\n"
+        else:
+            text = read_path(ctx, path)
+            if text is None:
+                err += f"sysctl: cannot stat {path}: No such file or directory\n"
+                rc = 1
+                continue
+            out += f"{key} = {text.strip()}\n"
+    return Out(rc, out, err)
+
+
 def _find(argv: list[str], ctx: Ctx, stdin: str) -> Out:
     """`find / -xdev -type f -name 'libnccl.so.2*' -printf '%s %p\\n' -exec sha256sum {} +`
-    in a container: the image's NCCL files (one build, or the OS's and the wheel's)."""
+    in a container: the image's NCCL files (one build, or the OS's and the wheel's). On a
+    host: /sys/fs/pstore, root only and empty (no crash was kept)."""
+    if ctx.container is None:
+        if len(argv) > 1 and argv[1].startswith("/sys/fs/pstore"):
+            if not ctx.root:
+                return Out(1, "", f"find: '{argv[1]}': Permission denied\n")
+            return Out(0, "")
+        return Out(0, "")
     pattern = argv[argv.index("-name") + 1] if "-name" in argv else ""
     if "libnccl" not in pattern:
         return Out(0, "")
@@ -230,5 +262,6 @@ COMMANDS = {
     "mv": Command(_mv),
     "rm": Command(_rm),
     "sync": Command(_sync),
-    "find": Command(_find, CONTAINER),
+    "sysctl": Command(_sysctl),
+    "find": Command(_find),
 }
