@@ -101,16 +101,6 @@ def drop_caches() -> str:
     return f"sync; {as_root(DROP_CACHES_ROOT)}"
 
 
-def __getattr__(name: str) -> str:
-    # SUDOERS_HINT is computed from the commands spark-tui runs as root
-    # (spark_tui.sudoers), loaded when first asked for
-    if name == "SUDOERS_HINT":
-        from spark_tui.sudoers import sudoers_hint
-
-        return sudoers_hint()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def needs_sudo_password(output: str) -> bool:
     """True when `sudo -n` refused because a password would have been needed."""
     low = output.lower()

@@ -173,7 +173,7 @@ class LaunchRunner:
                 res = self._run(step, step.command, step.timeout_s, log=True)
                 out = StepResult(step, res.ok, "", res.exit_code, res.tail())
                 if not res.ok:
-                    out.detail = _failure(res)
+                    out.detail = failure_text(res)
                     out.ok = step.may_fail
             elif step.kind == "wait-ray":
                 out = self._wait(step, self._ray_check)
@@ -270,7 +270,7 @@ class LaunchRunner:
     @staticmethod
     def _smoke_result(step: LaunchStep, res: CommandResult) -> StepResult:
         if not res.ok:
-            return StepResult(step, False, _failure(res), res.exit_code, res.tail())
+            return StepResult(step, False, failure_text(res), res.exit_code, res.tail())
         tokens, seconds, why = parse_smoke(res.stdout)
         if why:
             return StepResult(step, False, why, res.exit_code, res.tail())
@@ -297,7 +297,8 @@ class LaunchRunner:
         return result
 
 
-def _failure(res: CommandResult) -> str:
+def failure_text(res: CommandResult) -> str:
+    """Why a command failed, in one line (with the sudoers rule when sudo wanted a password)."""
     if res.timed_out:
         return "timed out"
     tail = res.tail(5)

@@ -10,7 +10,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from spark_tui import shell
 from spark_tui.clock import Clock
 from spark_tui.events import ActionProgress
 from spark_tui.kb.schema import Action
@@ -186,12 +185,10 @@ class RunContext:
         return res
 
     def failure_text(self, res: CommandResult) -> str:
-        """Why a command failed, in one line (with the sudoers hint for a password prompt)."""
-        tail = res.tail(5)
-        why = "timed out" if res.timed_out else f"exit {res.exit_code}"
-        if shell.needs_sudo_password(tail):
-            return f"{why}: sudo needs a password. {shell.SUDOERS_HINT}"
-        return f"{why}: {tail}" if tail else why
+        """Why a command failed, in one line."""
+        from spark_tui.remedy.launch import failure_text
+
+        return failure_text(res)
 
 
 class ActionKind(abc.ABC):
