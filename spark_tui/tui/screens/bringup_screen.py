@@ -59,6 +59,7 @@ class BringUpScreen(Screen):
         self.driver.confirm = self._ask  # the engine asks before disruptive fixes
         self.step = self.driver.resume_step()
         self.outcome: StepOutcome | None = None
+        self.running: str | None = None  # "bring-up STEP" while a step runs (quit asks)
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -200,6 +201,7 @@ class BringUpScreen(Screen):
             return
         self.query_one("#step-log", Log).clear()
         self.driver.mark(self.step, "running")
+        self.running = f"bring-up step {self.step}"
         self._refresh_labels()
         self.run_engine_step(self.step)
 
@@ -218,6 +220,7 @@ class BringUpScreen(Screen):
 
     def _step_done(self, outcome: StepOutcome) -> None:
         self.outcome = outcome
+        self.running = None
         self.driver.mark(outcome.step, "ok" if outcome.ok else "failed")
         self._refresh_labels()
         self.app.post_message(
