@@ -248,7 +248,7 @@ def test_doctor_and_export_run_in_workers_and_report_in_the_status_line() -> Non
             await wait_for(pilot, lambda: finished("export"), limit_s=60)
             done = finished("export")[-1]
             assert done.ok, done.summary
-            action, ok, summary = app.main_screen.last_result
+            action, _ok, summary = app.main_screen.last_result
             assert action == "export" and summary.startswith("written to ")
             report = Path(summary.removeprefix("written to "))
             text = report.read_text()

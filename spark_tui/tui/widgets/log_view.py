@@ -176,10 +176,7 @@ class LogView(ScrollView, can_focus=True):
         Line n may be one of this batch's (`batch`, from absolute number `first`)."""
         if n < self._base:
             return False
-        if n >= first:
-            old = batch[n - first]
-        else:
-            old = self._at(n)
+        old = batch[n - first] if n >= first else self._at(n)
         if old.severity != severity:
             return False
         folded = old._replace(text=text, count=old.count + 1)
