@@ -44,22 +44,25 @@ def next_step(s: Situation) -> tuple[str, str]:
         doing = ACTION_WORDS.get(s.running, s.running)
         what = f"{doing} {s.recipe}…" if s.running in ("launch", "relaunch") else f"{doing}…"
         return what, "the log shows each step as it runs"
-    if s.wall is not None:
+    fix_key = (
+        f"a applies fix {s.fix_number} ({s.fix_title}); ] the next"
+        if s.fix_title
+        else "r relaunches; e writes a report to share"
+    )
+    serving = s.serving is not None
+    if s.wall is not None and not (serving and s.wall.severity != "error"):
         d = s.wall
         where = f" on {d.node}" if d.node else ""
-        what = f"{d.severity}{where}: {d.wall.id}"
-        if s.fix_title:
-            key = f"a applies fix {s.fix_number} ({s.fix_title}); ] the next"
-        else:
-            key = "r relaunches; e writes a report to share"
-        return what, key
-    if s.fixed:
+        return f"{d.severity}{where}: {d.wall.id}", fix_key
+    if s.fixed and not serving:
         return "fixed", f"r relaunches {s.recipe} with the fix"
-    if s.serving is not None:
+    if serving:
         rate = f" at {s.serving:.1f} tok/s" if s.serving else ""
         what = f"serving {s.recipe}{rate}"
         if s.requests:
             what += f" · {s.requests}"
+        if s.wall is not None:  # a warning while it serves: worth its fix, not alarming
+            return f"{what} · {s.wall.severity}: {s.wall.wall.id}", fix_key
         return what, "s stops; r relaunches; d runs the doctor"
     if s.last_failed:
         return f"failed: {s.last_failed}", "r relaunches; d runs the doctor; b guides a bring-up"

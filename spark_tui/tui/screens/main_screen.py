@@ -215,10 +215,12 @@ class MainScreen(Screen):
         status.now, status.next_key = now, key
         if s.running is not None:
             status.tone = ""
-        elif wall is not None:
-            status.tone = wall.severity
+        elif wall is not None and wall.severity == "error":
+            status.tone = "error"
         elif s.serving is not None:
             status.tone = "ok"
+        elif wall is not None:
+            status.tone = wall.severity
         else:
             status.tone = "error" if s.last_failed else ""
         status.recipe = self.session.recipe_label()

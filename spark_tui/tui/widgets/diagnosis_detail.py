@@ -34,12 +34,19 @@ class DiagnosisDetail(VerticalScroll):
         yield Static(self.render_text(), id="detail-body")
 
     def fixes(self) -> list[Fix]:
-        """The diagnosis's fixes in order of preference (the chosen cause's first)."""
+        """The diagnosis's fixes in order of preference (the chosen cause's first); one that
+        would change nothing here (the recipe already has it) last."""
         d = self.diagnosis
         if d is None:
             return []
         by_id = {f.id: f for f in d.wall.fixes}
-        return [by_id[i] for i in d.fixes() if i in by_id]
+        fixes = [by_id[i] for i in d.fixes() if i in by_id]
+        return sorted(fixes, key=lambda f: not self.changes_something(f))
+
+    def changes_something(self, fix: Fix) -> bool:
+        """False when the fix's plan here would leave everything as it is."""
+        d = self.diagnosis
+        return d is None or not any("# (no change" in line for line in self._render_fix(d, fix))
 
     def selected_fix(self) -> Fix | None:
         fixes = self.fixes()
@@ -98,7 +105,10 @@ class DiagnosisDetail(VerticalScroll):
             out.append(
                 f"{'▶' if marked else ' '} {i + 1}. {fix.title} ", style="bold" if marked else ""
             )
-            out.append(f"[{fix.risk}{', root' if fix.root else ''}]\n", style=RISK_STYLE[fix.risk])
+            out.append(f"[{fix.risk}{', root' if fix.root else ''}]", style=RISK_STYLE[fix.risk])
+            if not self.changes_something(fix):
+                out.append(" — nothing to change: the recipe already has it", style="dim")
+            out.append("\n")
             if marked or not self.compact:
                 for line in self._render_fix(d, fix):
                     style = "dim" if line.startswith("#") else "cyan"
