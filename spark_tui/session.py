@@ -767,7 +767,7 @@ class Session:
             return False, why
         if tokens and seconds:
             self._last_tok_s = tokens / seconds
-            return True, f"{tokens} tokens at {self._last_tok_s:.1f} tok/s"
+            return True, f"{self._last_tok_s:.1f} tok/s"
         return True, "answered"
 
     def last_tok_s(self) -> float | None:

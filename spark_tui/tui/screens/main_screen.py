@@ -305,7 +305,7 @@ class MainScreen(Screen):
                 ok, what = self.session.chat_request()
             except SparkTuiError as exc:
                 ok, what = False, str(exc)
-            words = f"chat request {sent}: {what}" if ok else f"chat request {sent} failed"
+            words = f"request {sent}: {what}" if ok else f"request {sent} failed"
             self.app.call_from_thread(self.refresh_status, requests=words)
             if not ok or self._story_stop.wait(STORY_REQUEST_EVERY_S):
                 return

@@ -20,16 +20,19 @@ class StatusLine(Static):
     read_only: reactive[bool] = reactive(False)
 
     def render(self) -> Text:
+        width = max(10, self.size.width)
         text = Text(no_wrap=True, overflow="ellipsis")
         if self.read_only:
             text.append(" READ-ONLY ", style="reverse bold")
             text.append(" ")
-        text.append(self.now, style=STATE_STYLE.get(self.tone, "bold"))
-        if self.next_key:
-            text.append(" — ")
-            text.append(self.next_key)
+        key = f" — {self.next_key}" if self.next_key else ""
+        # the key to press matters most: `now` gives way first, down to a few words
+        room = width - text.cell_len - len(key)
+        now = self.now if len(self.now) <= room else self.now[: max(16, room - 1)] + "…"
+        text.append(now, style=STATE_STYLE.get(self.tone, "bold"))
+        text.append(key)
         right = f"recipe {self.recipe}"
-        room = self.size.width - text.cell_len - 2
+        room = width - text.cell_len - 2
         if room >= len(right):
             text.append(" " * (room - len(right) + 1))
             text.append(right, style="dim")
