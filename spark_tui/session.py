@@ -260,9 +260,11 @@ class Session:
 
     def describe(self) -> str:
         """Which cluster this is, for a title or a status line."""
+        n = len(self.config.nodes)
+        nodes = f"{n} node{'' if n == 1 else 's'}"
         if self.simulated:
-            return f"simulated cluster ({len(self.config.nodes)} nodes, scenario {self.scenario})"
-        return f"{self.config.source} ({len(self.config.nodes)} nodes)"
+            return f"simulated cluster ({nodes}, scenario {self.scenario})"
+        return f"{self.config.source} ({nodes})"
 
     # ---- recipes -----------------------------------------------------------------------
     def recipes(self) -> Any:

@@ -159,6 +159,10 @@ class SparkTuiApp(App[int]):
     def action_toggle_theme(self) -> None:
         self.theme = "textual-light" if self.theme == "textual-dark" else "textual-dark"
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # on the bring-up screen already: `b` leaves the footer
+        return not (action == "bringup" and self.screen.id == "bringup")
+
     def action_bringup(self) -> None:
         from spark_tui.tui.screens.bringup_screen import BringUpScreen
 

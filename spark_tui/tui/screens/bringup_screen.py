@@ -46,6 +46,7 @@ GLYPH = {"pending": "○", "running": "◐", "ok": "✓", "failed": "✗", "skip
 class BringUpScreen(Screen):
     """A list of steps on the left, the selected step on the right."""
 
+    HORIZONTAL_BREAKPOINTS: ClassVar = [(0, "-narrow"), (100, "-wide")]
     BINDINGS: ClassVar = [
         Binding("g", "run_step", "Run step"),
         Binding("a", "apply_fix", "Apply fix"),
@@ -80,7 +81,7 @@ class BringUpScreen(Screen):
                         yield ProgressBar(total=100, id="step-progress", show_eta=False)
                         yield Log(id="step-log", max_lines=5000)
                 yield Static("", id="step-result")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.sub_title = "guided bring-up · " + self.session.describe()

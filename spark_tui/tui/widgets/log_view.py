@@ -34,6 +34,7 @@ TAG = 8  # cells of the node tag before every line
 RECENT = 64  # a line repeating one of its node's last RECENT lines folds into it
 LEVELS = ("all", "warning", "error")  # the level filter: every line, warnings and up, errors
 _DIGITS = str.maketrans("", "", "0123456789 ")  # a line's shape: numbers and spacing out
+_WORDY = re.compile(r"[A-Za-z]{3}")  # a line with words in it (not blank, not a ruler)
 _ERROR = re.compile(r"\b(?:ERROR|CRITICAL|FATAL|Traceback|[A-Za-z]+Error\b|Exception\b)")
 _WARNING = re.compile(r"\b(?:WARNING|WARN)\b")
 
@@ -101,7 +102,8 @@ class LogView(ScrollView, can_focus=True):
         self._cache: LRUCache[tuple, Strip] = LRUCache(1024)
         self._styles: dict[str, Style] = {}
         self._recent: dict[str, dict[str, int]] = {}  # node -> text -> absolute number
-        self._last: dict[str, tuple[int, str]] = {}  # node -> (its last line, digits out)
+        # node -> (its last line, its shape, whether it was a folded repeat)
+        self._last: dict[str, tuple[int, str, bool]] = {}
         self.total_lines = 0
         self.folded_lines = 0
         self.sources: dict[str, None] = {}  # every source seen, in order
@@ -129,6 +131,10 @@ class LogView(ScrollView, can_focus=True):
             n = first + len(new)
             shape = text.translate(_DIGITS)
             folded = recent.get(text)
+            # a blank or ruler line folds only inside a repeat (a banner printed again),
+            # never out of the middle of its first printing
+            if folded is not None and not (_WORDY.search(text) or (last and last[2])):
+                folded = None
             if folded is None and last is not None and last[1] == shape:
                 folded = last[0]
             if (
@@ -136,11 +142,11 @@ class LogView(ScrollView, can_focus=True):
                 and folded >= n - RECENT
                 and self._fold(folded, text, severity, new, first)
             ):
-                last = (folded, shape)
+                last = (folded, shape, True)
                 continue
             new.append(LogEntry(node, text, severity, source))
             recent[text] = n
-            last = (n, shape)
+            last = (n, shape, False)
         if last is not None:
             self._last[node] = last
         if len(recent) > 4 * RECENT:  # keep only the last lines' texts

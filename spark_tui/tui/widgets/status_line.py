@@ -26,9 +26,11 @@ class StatusLine(Static):
             text.append(" READ-ONLY ", style="reverse bold")
             text.append(" ")
         key = f" — {self.next_key}" if self.next_key else ""
-        # the key to press matters most: `now` gives way first, down to a few words
+        # the key to press matters most: `now` gives way first, down to 40 cells (what and
+        # where), then the key's own words are cut at the edge
         room = width - text.cell_len - len(key)
-        now = self.now if len(self.now) <= room else self.now[: max(16, room - 1)] + "…"
+        now = self.now if len(self.now) <= room else self.now[: max(40, room) - 1] + "…"
+        now = self.now if len(now) >= len(self.now) else now
         text.append(now, style=STATE_STYLE.get(self.tone, "bold"))
         text.append(key)
         right = f"recipe {self.recipe}"
