@@ -55,10 +55,10 @@ def next_step(s: Situation) -> tuple[str, str]:
         where = f" on {d.node}" if d.node else ""
         return f"{d.severity}{where}: {d.wall.id}", fix_key
     if s.fixed and not serving:
-        return "fixed", f"r relaunches {s.recipe} with the fix"
+        return "fixed", f"r relaunches {s.recipe or 'the recipe'} with the fix"
     if serving:
         rate = f" at {s.serving:.1f} tok/s" if s.serving else ""
-        what = f"serving {s.recipe}{rate}"
+        what = f"serving {s.recipe}{rate}" if s.recipe else f"serving{rate}"
         if s.requests:
             what += f" · {s.requests}"
         if s.wall is not None:  # a warning while it serves: worth its fix, not alarming
