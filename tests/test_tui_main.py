@@ -27,9 +27,9 @@ async def _test_panes_show_readings_reachability_and_serving_state() -> None:
         await pilot.pause()
         panes = {p.node.name: p for p in app.screen.query(NodePane)}
         assert set(panes) == {"spark1", "spark2", "spark3"}
-        assert str(panes["spark1"].query_one(".serving").render()) == "serving: stopped"
+        assert str(panes["spark1"].query_one(".serving").render()) == "serving: crashed"
         reach = str(panes["spark3"].query_one(".reach").render())
-        assert reach == "unreachable since 20:27:06, retrying (no route to host)"
+        assert reach == "unreachable since 20:27:20, retrying (no route to host)"
         assert panes["spark3"].has_class("-unreachable")
         assert not panes["spark2"].has_class("-unreachable")
         assert len(panes["spark1"].sm_history) == 12  # one sample per round
@@ -73,7 +73,9 @@ async def _test_log_source_follow_and_search() -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         log = app.screen.query_one(LogView)
-        assert len(log.visible_texts()) == 5
+        texts = log.visible_texts()
+        assert any("Free memory on device" in t for t in texts)
+        assert len([t for t in texts if t.endswith("Ray runtime started.")]) == 1  # folded
         await pilot.press("l")
         assert log.node == "spark1"
         assert all(t.startswith("spark1:") for t in log.visible_texts())
@@ -152,7 +154,8 @@ async def _test_read_only_refuses_every_change_with_a_clear_message() -> None:
         refused = [m for m in seen if isinstance(m, ActionFinished) and not m.ok]
         assert any("read-only: refused to run drop-page-caches" in m.summary for m in refused)
         assert journal.entries() == []  # nothing ran, nothing was journaled
-        assert all(n.page_cache_gib > 20 for n in app.session.sim.nodes.values())
+        nodes = app.session.sim.nodes  # (the replay dropped spark2's cache itself)
+        assert all(nodes[n].page_cache_gib > 20 for n in ("spark1", "spark3"))
 
 
 def test_help_and_palette_hold_every_action() -> None:

@@ -355,8 +355,6 @@ class MainScreen(Screen):
         if message.action == self.running:
             self.running = None
         self.last_result = (message.action, message.ok, message.summary)
-        if not message.ok and self.app.screen is self:  # no modal shows how it ended
-            self.notify(message.summary, title=f"{message.action} failed", severity="error")
         launched = message.action in ("launch", "relaunch")
         changes: dict[str, object] = {
             "last_failed": None if message.ok else f"{message.action}: {message.summary}",
