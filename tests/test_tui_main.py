@@ -32,7 +32,9 @@ async def _test_panes_show_readings_reachability_and_serving_state() -> None:
         assert reach == "unreachable since 20:27:20, retrying (no route to host)"
         assert panes["spark3"].has_class("-unreachable")
         assert not panes["spark2"].has_class("-unreachable")
-        assert len(panes["spark1"].sm_history) == 12  # one sample per round
+        assert (
+            len(panes["spark1"].sm_history) == 13
+        )  # one sample per round (12 and one after the crash)
         assert panes["spark3"].sm_history[-1] is None  # unreachable: a gap, never a full bar
         memory = panes["spark1"].state.memory
         assert memory.cached_bytes > 100 * 2**30  # the scenario's page cache
