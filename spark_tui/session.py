@@ -247,9 +247,11 @@ class Session:
 
     def describe(self) -> str:
         """Which cluster this is, for a title or a status line."""
+        n = len(self.config.nodes)
+        nodes = f"{n} node{'' if n == 1 else 's'}"
         if self.simulated:
-            return f"simulated cluster ({len(self.config.nodes)} nodes, scenario {self.scenario})"
-        return f"{self.config.source} ({len(self.config.nodes)} nodes)"
+            return f"simulated cluster ({nodes}, scenario {self.scenario})"
+        return f"{self.config.source} ({nodes})"
 
     # ---- recipes -----------------------------------------------------------------------
     def recipes(self) -> Any:
@@ -736,6 +738,26 @@ class Session:
         except NodeUnreachable:
             return "unknown"
         return "starting" if isinstance(parse_metrics(res.stdout), Unparseable) else "serving"
+
+    def chat_request(self) -> tuple[bool, str]:
+        """One chat request to the engine on the head, as a client sends it (the recipe's
+        smoke request; it changes nothing, so it is not journaled): whether it answered, and
+        its tok/s or why not."""
+        from spark_tui.recipes.render import smoke_command
+        from spark_tui.remedy.launch import parse_smoke
+
+        recipe = self._require_recipe("send a request to")
+        head = self.config.head.name
+        res = self.transports[head].run(smoke_command(recipe), timeout=recipe.smoke.timeout_s)
+        if not res.ok:
+            return False, res.tail(1) or f"exit {res.exit_code}"
+        tokens, seconds, why = parse_smoke(res.stdout)
+        if why:
+            return False, why
+        if tokens and seconds:
+            self._last_tok_s = tokens / seconds
+            return True, f"{self._last_tok_s:.1f} tok/s"
+        return True, "answered"
 
     def last_tok_s(self) -> float | None:
         """tok/s of the newest smoke request that answered (this session's or the journal's)."""
