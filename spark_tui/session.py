@@ -139,6 +139,7 @@ class Session:
         self._last_tok_s: float | None = None
         self._preview_cache: dict[tuple, list[str]] = {}
         self._adopted: dict[str, Recipe] = {}  # recipes adopted from what runs, this session
+        self.closing = threading.Event()  # set by close(): an action's waits end early
         self._closed = False
 
     # ---- opening and closing ---------------------------------------------------------
@@ -220,6 +221,7 @@ class Session:
         if self._closed:
             return
         self._closed = True
+        self.closing.set()
         self.stop_watching()
         if self._evidence is not None:
             self._evidence.wait(10.0)
@@ -523,7 +525,13 @@ class Session:
     # ---- actions ---------------------------------------------------------------------------
     def environment(self) -> RunEnvironment:
         return RunEnvironment(
-            self.transports, self.journal, self.revisions, self.state, self.clock, hooks=self
+            self.transports,
+            self.journal,
+            self.revisions,
+            self.state,
+            self.clock,
+            hooks=self,
+            stop=self.closing,
         )
 
     def plan_fix(self, diagnosis: Diagnosis, fix: Fix) -> FixPlan:

@@ -112,7 +112,7 @@ def test_a_demo_tells_its_story_unprompted_at_80x24(terminal, name: str) -> None
     screen = t.wait(lambda s: "SPARK-TUI-EXITED" in s or "Quit anyway?" in s, 20)
     if "Quit anyway?" in screen:  # an action still runs: it asks first
         t.press("y")
-    # (quitting during a launch waits for its thread's current wait to end: a follow-up)
-    screen = t.wait(lambda s: "SPARK-TUI-EXITED" in s, 120)
+    # a launch's waits end at their next poll once quitting is confirmed
+    screen = t.wait(lambda s: "SPARK-TUI-EXITED" in s, 30)
     assert "SPARK-TUI-EXITED 0" in screen, screen
     assert "Traceback" not in screen, screen

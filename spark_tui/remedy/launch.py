@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -135,9 +136,11 @@ class LaunchRunner:
         context: str = "launch",
         matcher: Matcher | None = None,
         abort: Callable[[], str | None] | None = None,
+        stop: threading.Event | None = None,
     ) -> None:
         self.transports = transports
         self.abort = abort  # an error wall the live monitor saw: a wait ends early
+        self.stop = stop  # set when spark-tui is closing: a wait ends at its next poll
         self.matcher = matcher  # the knowledge base's matcher (built-in when None)
         self.clock = clock or RealClock()
         self.emit = emit or _noop
@@ -247,6 +250,9 @@ class LaunchRunner:
                 self.emit(ActionProgress(step.id, step.node, None, "running", detail))
                 last_detail = detail
             self.clock.sleep(min(step.interval_s, max(left, 0.0)))
+            if self.stop is not None and self.stop.is_set():
+                why = "stopped waiting: spark-tui is closing (the launch goes on on the nodes)"
+                return StepResult(step, False, why, res.exit_code, res.tail(), polls=polls)
 
     def _smoke(self, step: LaunchStep) -> StepResult:
         """One chat request; its journal record carries the tok/s (what `status` shows)."""

@@ -129,6 +129,7 @@ class SparkTuiApp(App[int]):
 
         def answer(yes: bool | None) -> None:
             if yes:
+                self.session.closing.set()  # the action's waits end at their next poll
                 self.exit(0)
 
         prompt = (

@@ -6,6 +6,7 @@ runs and what it verifies. One class per kind (the registry in this package); th
 from __future__ import annotations
 
 import abc
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
@@ -154,6 +155,7 @@ class RunContext:
     emit: Emit
     result: Any  # spark_tui.remedy.fixes.FixResult
     hooks: SessionHooks = field(default_factory=NoHooks)
+    stop: threading.Event | None = None  # set when spark-tui is closing: waits end early
 
     def fail(self, node: str | None, message: str, step: str) -> bool:
         r = self.result

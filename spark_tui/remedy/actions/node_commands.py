@@ -177,6 +177,8 @@ def _wait_back(transport: Transport, node: str, before: str | None, ctx: RunCont
             )
         )
         ctx.clock.sleep(min(REBOOT_POLL_S, left))
+        if ctx.stop is not None and ctx.stop.is_set():
+            return False  # spark-tui is closing: the node reboots without us watching
         now_id = _boot_id(transport)
         if now_id is not None and now_id != before:
             ctx.journal.append(
