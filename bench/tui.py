@@ -52,16 +52,21 @@ def run_app(files: list[str], status: str, flood: int) -> None:
     from spark_tui.kb.loader import load_knowledge
     from spark_tui.nodes.cluster import ClusterConfig, NodeConfig
     from spark_tui.nodes.local import LocalTransport
+    from spark_tui.session import Session
+    from spark_tui.state import StateDir
     from spark_tui.tui.app import SparkTuiApp
-    from spark_tui.tui.session import ClusterSession
     from spark_tui.tui.widgets.log_view import LogView
 
     nodes = tuple(
         NodeConfig(n, "local", "head" if i == 0 else "worker") for i, n in enumerate(NODES)
     )
     config = ClusterConfig(nodes=nodes, source="bench")
-    session = ClusterSession(
-        config, {n.name: LocalTransport(name=n.name) for n in nodes}, RealClock(), load_knowledge()
+    session = Session(
+        config,
+        {n.name: LocalTransport(name=n.name) for n in nodes},
+        RealClock(),
+        load_knowledge(),
+        StateDir.for_simulation("bench"),
     )
 
     class BenchApp(SparkTuiApp):
@@ -189,7 +194,7 @@ def streaming(window_s: float, presses: int) -> dict[str, object]:
         )
         tl_cmd = toolong_command()
         tl = start("bench-tl", f"{tl_cmd} {' '.join(map(str, files))}") if tl_cmd else None
-        wait_for(lambda: "follow on" in screen("bench-app"), 30)
+        wait_for(lambda: "· following" in screen("bench-app"), 30)
         if tl:
             wait_for(lambda: "TAIL" in screen("bench-tl"), 30)
         writer.start()  # both follow the files from the start (toolong stalls on a file growing as it opens)
@@ -207,7 +212,7 @@ def streaming(window_s: float, presses: int) -> dict[str, object]:
         time.sleep(1.0)
         latencies = []
         for i in range(presses):
-            want = "follow off" if i % 2 == 0 else "follow on"
+            want = "· paused" if i % 2 == 0 else "· following"
             t = time.perf_counter()
             tmux("send-keys", "-t", "bench-app", "f")
             took = wait_for(lambda w=want: w in screen("bench-app"), 5, step=0.005)

@@ -26,13 +26,16 @@ SHOTS = {
     "bringup-recipe.svg": dict(terminal_size=(120, 40), run_before=bringup_step("recipe")),
     "bringup-launch.svg": dict(terminal_size=(120, 40), run_before=bringup_step("launch")),
     "narrow-80x24.svg": dict(terminal_size=(80, 24)),
+    "one-node-160x48.svg": dict(terminal_size=(160, 48), nodes=1),
 }
 
 
 def main() -> int:
     out = Path(__file__).resolve().parent
     for name, options in SHOTS.items():
-        svg = take_svg_screenshot(app=SnapshotApp(), title="spark-tui", **options)
+        options = dict(options)
+        app = SnapshotApp(nodes=options.pop("nodes", 3))
+        svg = take_svg_screenshot(app=app, title="spark-tui", **options)
         (out / name).write_text(svg, encoding="utf-8")
         print(f"wrote {out / name}")
     return 0

@@ -62,7 +62,6 @@ class GuidedBringUp:
     def __init__(self, session: Session) -> None:
         self.session = session
         recipe = session.recipe()
-        self.recipe_id: str | None = recipe.id if recipe is not None else None
         self._status = {
             "cluster": "ok",
             "recipe": "ok" if recipe else "pending",
@@ -77,6 +76,12 @@ class GuidedBringUp:
             self.engine()  # resume where the last bring-up of this recipe stopped
 
     # --- state ------------------------------------------------------------------
+    @property
+    def recipe_id(self) -> str | None:
+        """The session's recipe (a fix that switches it takes the bring-up along)."""
+        recipe = self.session.recipe()
+        return recipe.id if recipe is not None else None
+
     def recipes(self) -> list[Any]:
         try:
             return list(self.session.recipes())
@@ -116,7 +121,6 @@ class GuidedBringUp:
     # --- steps 1 and 2 -------------------------------------------------------------
     def choose_recipe(self, recipe_id: str) -> None:
         self.session.use_recipe(recipe_id)
-        self.recipe_id = recipe_id
         self._engine = None  # a new recipe is a new bring-up
         self._status["recipe"] = "ok"
 
@@ -252,6 +256,8 @@ class GuidedBringUp:
         )
 
     def engine(self) -> BringUp:
+        if self._engine is not None and self._engine.recipe.id != self.recipe_id:
+            self._engine = None  # the recipe was switched: a new recipe is a new bring-up
         if self._engine is None:
             self._engine = self._new_engine(with_fixes=True)
         return self._engine

@@ -45,6 +45,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--read-only", action="store_true", help="refuse every action that changes a node"
     )
+    parser.add_argument(
+        "--debug-log",
+        metavar="FILE",
+        help="append the libraries' log (SSH handshakes, errors with their traceback) to FILE "
+        "(also: SPARK_TUI_DEBUG_LOG=FILE); otherwise it is not kept",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(f"spark_tui.cli.{name}").add_parser(sub)
@@ -61,6 +67,9 @@ def main(argv: list[str] | None = None) -> int:
 
         policy.set_read_only(True)
     try:
+        from spark_tui import debuglog
+
+        debuglog.setup(args.debug_log)
         if args.command is None:
             from spark_tui.tui.launch import run_tui
 
@@ -86,6 +95,38 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as exc:
+        # last resort: a file or directory spark-tui could not use (read-only, full, gone);
+        # the places that know better say more, this keeps a traceback from the user
+        return _last_resort(exc, _os_error_line(exc))
+    except RecursionError as exc:
+        return _last_resort(exc, "input nested too deep to handle")
+    except Exception as exc:
+        return _last_resort(exc, f"internal error: {type(exc).__name__}: {exc}", details=True)
+
+
+def _os_error_line(exc: OSError) -> str:
+    from spark_tui import paths
+
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    files = [str(f) for f in (exc.filename, exc.filename2) if f]
+    if not files:
+        return reason
+    line = f"{' -> '.join(files)}: {reason}"
+    state = str(paths.state_dir())
+    if any(f == state or f.startswith(state + "/") for f in files):
+        line += " (spark-tui's state directory: make it writable, or set XDG_STATE_HOME)"
+    return line
+
+
+def _last_resort(exc: BaseException, line: str, details: bool = False) -> int:
+    """One line on stderr (the traceback goes to the debug log when there is one), exit 1."""
+    from spark_tui import debuglog
+
+    debuglog.log.error("%s", line, exc_info=exc)
+    suffix = f" ({debuglog.where()})" if details or debuglog.enabled() else ""
+    print(f"spark-tui: {line}{suffix}", file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

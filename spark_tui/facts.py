@@ -81,7 +81,7 @@ NODE_FACTS: dict[str, str] = {
 CLUSTER_FACTS: dict[str, str] = {
     "cluster.nodes": "nodes in the cluster",
     "cluster.reachable_nodes": "nodes that answer",
-    "cluster.available_spread_gib": "max - min of memory.after_drop_gib across nodes",
+    "cluster.available_spread_gib": "max - min of memory.after_drop_gib across nodes (no engine up)",
     "cluster.available_min_gib": "the smallest memory.after_drop_gib",
     "cluster.swap_used_max_gib": "the largest memory.swap_used_gib",
     "cluster.mtu_mismatch": "fabric MTUs differ between nodes",

@@ -427,10 +427,7 @@ class ClusterMonitor:
         progress while it takes part. Where nothing of the stack runs any more (no serving
         or Ray container up, no engine process), it is stopped — or crashed, if it was."""
         own = self._serving[node].state
-        up = state.engine is not None or any(
-            c.state == "running" and _is_stack_name(c.name, c.image) for c in state.containers
-        )
-        if not up:
+        if not state.stack_up:
             if node in self._stack_seen:  # it was up in this attempt and is gone now
                 return own if own.phase in ("crashed", "stopped") else ServingState()
             return own  # nothing seen of the stack here: only its own log can say
@@ -762,11 +759,6 @@ def engine_log_command(out: EngineOutput, state: NodeState) -> str | None:
 def _is_serving_name(name: str, image: str) -> bool:
     text = f"{name} {image}".lower()
     return any(w in text for w in ("vllm", "sglang"))
-
-
-def _is_stack_name(name: str, image: str) -> bool:
-    """A container of the serving stack: the engine's or Ray's."""
-    return _is_serving_name(name, image) or "ray" in f"{name} {image}".lower()
 
 
 def _readings_source(source: str) -> bool:

@@ -57,10 +57,6 @@ REAL_PERIOD_S = 0.5  # real seconds between two sampling rounds of a node, at mo
 MIN_PERIOD_S = 2.0  # clock seconds: a slow clock must not mean two rounds a second
 
 
-def _no_progress(_: ActionProgress) -> None:
-    pass
-
-
 @contextlib.contextmanager
 def open_cluster(config: str | Path | None = None, **options: Any) -> Iterator[Session]:
     """Open a cluster (Session.open: a scenario, a cluster.yaml, or what `no_config` says
@@ -71,15 +67,6 @@ def open_cluster(config: str | Path | None = None, **options: Any) -> Iterator[S
         yield session
     finally:
         session.close()
-
-
-def _stack_up(state: NodeState) -> bool:
-    """A container of the serving stack (the engine's or Ray's) is up on the node."""
-    words = ("vllm", "sglang", "ray")
-    return any(
-        c.state == "running" and any(w in f"{c.name} {c.image}".lower() for w in words)
-        for c in state.containers
-    )
 
 
 @dataclass(frozen=True)
@@ -152,6 +139,7 @@ class Session:
         self._last_tok_s: float | None = None
         self._preview_cache: dict[tuple, list[str]] = {}
         self._adopted: dict[str, Recipe] = {}  # recipes adopted from what runs, this session
+        self.closing = threading.Event()  # set by close(): an action's waits end early
         self._closed = False
 
     # ---- opening and closing ---------------------------------------------------------
@@ -233,6 +221,7 @@ class Session:
         if self._closed:
             return
         self._closed = True
+        self.closing.set()
         self.stop_watching()
         if self._evidence is not None:
             self._evidence.wait(10.0)
@@ -260,9 +249,11 @@ class Session:
 
     def describe(self) -> str:
         """Which cluster this is, for a title or a status line."""
+        n = len(self.config.nodes)
+        nodes = f"{n} node{'' if n == 1 else 's'}"
         if self.simulated:
-            return f"simulated cluster ({len(self.config.nodes)} nodes, scenario {self.scenario})"
-        return f"{self.config.source} ({len(self.config.nodes)} nodes)"
+            return f"simulated cluster ({nodes}, scenario {self.scenario})"
+        return f"{self.config.source} ({nodes})"
 
     # ---- recipes -----------------------------------------------------------------------
     def recipes(self) -> Any:
@@ -534,7 +525,13 @@ class Session:
     # ---- actions ---------------------------------------------------------------------------
     def environment(self) -> RunEnvironment:
         return RunEnvironment(
-            self.transports, self.journal, self.revisions, self.state, self.clock, hooks=self
+            self.transports,
+            self.journal,
+            self.revisions,
+            self.state,
+            self.clock,
+            hooks=self,
+            stop=self.closing,
         )
 
     def plan_fix(self, diagnosis: Diagnosis, fix: Fix) -> FixPlan:
@@ -698,7 +695,7 @@ class Session:
             phases = {name: self._engine_phase(name, st) for name, st in states.items()}
             head = self.config.head.name
             for name, st in states.items():  # a Ray member serves what its head serves
-                if name != head and st.engine is None and (st.ray_member or _stack_up(st)):
+                if name != head and st.engine is None and (st.ray_member or st.stack_up):
                     phases[name] = phases[head]
         tok_s = self.last_tok_s()
         out = []
@@ -749,6 +746,26 @@ class Session:
         except NodeUnreachable:
             return "unknown"
         return "starting" if isinstance(parse_metrics(res.stdout), Unparseable) else "serving"
+
+    def chat_request(self) -> tuple[bool, str]:
+        """One chat request to the engine on the head, as a client sends it (the recipe's
+        smoke request; it changes nothing, so it is not journaled): whether it answered, and
+        its tok/s or why not."""
+        from spark_tui.recipes.render import smoke_command
+        from spark_tui.remedy.launch import parse_smoke
+
+        recipe = self._require_recipe("send a request to")
+        head = self.config.head.name
+        res = self.transports[head].run(smoke_command(recipe), timeout=recipe.smoke.timeout_s)
+        if not res.ok:
+            return False, res.tail(1) or f"exit {res.exit_code}"
+        tokens, seconds, why = parse_smoke(res.stdout)
+        if why:
+            return False, why
+        if tokens and seconds:
+            self._last_tok_s = tokens / seconds
+            return True, f"{self._last_tok_s:.1f} tok/s"
+        return True, "answered"
 
     def last_tok_s(self) -> float | None:
         """tok/s of the newest smoke request that answered (this session's or the journal's)."""

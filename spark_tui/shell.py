@@ -13,12 +13,10 @@ from collections.abc import Iterable, Mapping
 
 _PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*(?:\.[a-z0-9_]+)*)\}")
 
-SUDOERS_HINT = (
-    "spark-tui only uses 'sudo -n' (never a password prompt). Allow the commands "
-    "without a password, e.g. in /etc/sudoers.d/spark-tui:\n"
-    "  USER ALL=(root) NOPASSWD: /usr/bin/sh, /usr/sbin/reboot, /usr/bin/mv"
-)
 SUDO_PASSWORD_MARKERS = ("a password is required", "a terminal is required")
+# Drop the page cache: `sync` needs no root; the drop itself is one command sudoers can
+# allow by name (`echo 3 > /proc/sys/vm/drop_caches` would need a root shell).
+DROP_CACHES_ROOT = "sysctl -w vm.drop_caches=3"
 
 
 def quote(value: object) -> str:
@@ -52,9 +50,55 @@ def placeholders(template: str) -> list[str]:
     return _PLACEHOLDER.findall(template)
 
 
+# outside quotes these make a command more than one program with its arguments
+_UNQUOTED_SPECIAL = set(";&|<>()$`\\*?[]{}~#!\n\r")
+_DOUBLE_QUOTED_SPECIAL = set("$`\\")
+
+
+def simple_words(command: str) -> list[str] | None:
+    """The words of a command that is one program and its arguments (no operators,
+    redirections, expansions, globs or assignments), else None."""
+    quote_char = ""
+    for i, ch in enumerate(command):
+        if quote_char == "'":
+            quote_char = "" if ch == "'" else quote_char
+        elif quote_char == '"':
+            if ch in _DOUBLE_QUOTED_SPECIAL:
+                return None
+            quote_char = "" if ch == '"' else quote_char
+        elif ch in "'\"":
+            quote_char = ch
+        elif ch in _UNQUOTED_SPECIAL and not (ch in "{}" and _bare_braces(command, i)):
+            return None
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None
+    if not words or words[0].startswith("-") or "=" in words[0]:
+        return None
+    return words
+
+
+def _bare_braces(command: str, i: int) -> bool:
+    """`{}` standing alone as a word (find's -exec placeholder) is not shell syntax."""
+    start = i if command[i] == "{" else i - 1
+    word = command[start : start + 2]
+    before = command[start - 1] if start > 0 else " "
+    after = command[start + 2] if start + 2 < len(command) else " "
+    return word == "{}" and before.isspace() and after.isspace()
+
+
 def as_root(command: str) -> str:
-    """Wrap a command to run as root without ever prompting: `sudo -n sh -c '…'`."""
+    """A command run as root without ever prompting: `sudo -n PROGRAM ARGS…` when it is one
+    program (what a sudoers rule can allow exactly); `sudo -n sh -c '…'` otherwise."""
+    if simple_words(command) is not None:
+        return "sudo -n " + command
     return f"sudo -n sh -c {quote(command)}"
+
+
+def drop_caches() -> str:
+    """Drop the page cache on a node: `sync`, then the drop as root."""
+    return f"sync; {as_root(DROP_CACHES_ROOT)}"
 
 
 def needs_sudo_password(output: str) -> bool:

@@ -1,10 +1,19 @@
 """YAML that remembers where every key came from, so errors can name file and line.
 
-Used by every loader (knowledge base, recipes, cluster config).
+Used by every loader (knowledge base, recipes, cluster config, scenarios). The files are
+read from places a user or a download may fill, so the loader refuses what would make it
+hang or blow up, naming file and line: more than MAX_BYTES, nesting deeper than
+MAX_DEPTH, more than MAX_ALIASES aliases or MAX_NODES values once aliases are expanded
+(an alias bomb: a few hundred bytes that expand to billions), a recursive alias, a
+control character in a value (a terminal escape), and anything but a regular file (a
+FIFO would block the read for ever).
 """
 
 from __future__ import annotations
 
+import os
+import re
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -12,6 +21,12 @@ from typing import Any, Protocol, TypeVar
 import yaml
 
 from spark_tui.errors import InputError, InputErrors
+
+MAX_BYTES = 1 << 20  # the largest shipped file is 6 KB
+MAX_DEPTH = 32  # a wall nests 7 levels, a recipe 5
+MAX_ALIASES = 64  # no shipped file uses one
+MAX_NODES = 50_000  # values after aliases are expanded (a wall has ~200)
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # tab and newline are text
 
 
 class LDict(dict):
@@ -34,8 +49,97 @@ class LList(list):
         return self.item_lines[index] if index < len(self.item_lines) else self.line
 
 
+class _Refused(yaml.composer.ComposerError):
+    """Valid YAML past one of the limits above."""
+
+
+def _refuse(problem: str, mark: yaml.Mark | None) -> _Refused:
+    return _Refused(None, None, problem, mark)
+
+
 class _Loader(yaml.SafeLoader):
-    pass
+    """SafeLoader with limits on depth, aliases and expanded size, checked while the
+    document is composed (before anything is built from it)."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+        self._aliases = 0
+        self._nodes = 0
+        # node → (values under it once aliases are expanded, its depth): known once composed
+        self._extent: dict[yaml.Node, tuple[int, int]] = {}
+
+    def _grow(self, count: int, mark: yaml.Mark) -> None:
+        self._nodes += count
+        if self._nodes > MAX_NODES:
+            raise _refuse(
+                f"more than {MAX_NODES} values once aliases are expanded (an alias bomb?)", mark
+            )
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent):
+            self._aliases += 1
+            if self._aliases > MAX_ALIASES:
+                raise _refuse(f"more than {MAX_ALIASES} aliases (*name)", event.start_mark)
+            target = self.anchors.get(event.anchor)
+            if target is not None:
+                extent = self._extent.get(target)
+                if extent is None:
+                    raise _refuse(
+                        f"alias *{event.anchor} inside the value it names (a recursive structure)",
+                        event.start_mark,
+                    )
+                self._grow(extent[0], event.start_mark)
+                if self._depth + extent[1] > MAX_DEPTH:
+                    raise _refuse(
+                        f"nested more than {MAX_DEPTH} levels deep once aliases are expanded",
+                        event.start_mark,
+                    )
+            return super().compose_node(parent, index)
+        self._depth += 1
+        if self._depth > MAX_DEPTH:
+            raise _refuse(f"nested more than {MAX_DEPTH} levels deep", event.start_mark)
+        try:
+            node = super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+        self._grow(1, event.start_mark)
+        if isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            children = [n for pair in node.value for n in pair]
+        else:
+            children = []
+        extents = [self._extent[c] for c in children]
+        self._extent[node] = (
+            1 + sum(e[0] for e in extents),
+            1 + max((e[1] for e in extents), default=0),
+        )
+        return node
+
+    def construct_scalar(self, node: yaml.ScalarNode) -> Any:
+        value = super().construct_scalar(node)
+        # "\e[2J", "\r": escapes YAML allows in quoted text, which would reach a terminal
+        # (or a shell) from a downloaded file; raw control characters the reader refuses
+        bad = _CONTROL.search(value) if isinstance(value, str) else None
+        if bad:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"control character {bad.group()!r} in a value", node.start_mark
+            )
+        return value
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        # a value PyYAML resolves but cannot build (`2024-13-45` as a date, bad base64 in
+        # !!binary) raises ValueError/TypeError: make it a YAML error at that value's line
+        try:
+            return super().construct_object(node, deep)
+        except yaml.YAMLError:
+            raise
+        except Exception as exc:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"cannot read this value ({exc})", node.start_mark
+            ) from None
 
 
 def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> LDict:
@@ -75,25 +179,67 @@ _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _constr
 
 
 def parse_yaml(text: str, file: str) -> Any:
-    """Parse YAML text; a syntax error becomes an InputError naming file and line."""
+    """Parse YAML text; a syntax error, or input past the limits above, becomes an
+    InputError naming file and line."""
+    if len(text) > MAX_BYTES:
+        raise InputError(f"larger than {MAX_BYTES // 1024} KiB: refused", file, 1)
+    loader = None
     try:
-        return yaml.load(text, Loader=_Loader)
+        loader = _Loader(text)  # checks every character first (a ReaderError)
+        return loader.get_single_data()
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark else None
+        line = mark.line + 1 if mark else 1
         reason = " ".join(p for p in (exc.context, exc.problem) if p) or "invalid YAML"
-        raise InputError(f"invalid YAML: {reason}", file, line) from None
+        what = "refused" if isinstance(exc, _Refused) else "invalid YAML"
+        raise InputError(f"{what}: {reason}", file, line) from None
+    except yaml.reader.ReaderError as exc:
+        # a character YAML does not allow (a NUL, a control character)
+        line = text.count("\n", 0, max(exc.position, 0)) + 1
+        char = chr(exc.character) if isinstance(exc.character, int) else exc.character
+        raise InputError(f"invalid YAML: character {char!r} is not allowed", file, line) from None
     except yaml.YAMLError as exc:
-        raise InputError(f"invalid YAML: {exc}", file) from None
+        raise InputError(f"invalid YAML: {exc}", file, 1) from None
+    except RecursionError:  # the limits above should make this unreachable
+        raise InputError(f"invalid YAML: nested too deep (limit {MAX_DEPTH})", file, 1) from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+
+
+def read_text(path: Path, max_bytes: int = MAX_BYTES) -> str:
+    """A regular file's text (UTF-8), at most max_bytes: an InputError naming the file
+    for anything else (missing, unreadable, a FIFO or device, too large, not UTF-8)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", str(path)) from None
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise InputError("cannot read: it is a directory", str(path))
+        if not stat.S_ISREG(st.st_mode):
+            raise InputError("cannot read: not a regular file", str(path))
+        if st.st_size > max_bytes:
+            raise InputError(f"larger than {max_bytes // 1024} KiB: refused", str(path))
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            data = fh.read(max_bytes + 1)
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", str(path)) from None
+    finally:
+        os.close(fd)
+    if len(data) > max_bytes:
+        raise InputError(f"larger than {max_bytes // 1024} KiB: refused", str(path))
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise InputError("cannot read: not UTF-8 text", str(path), line) from None
 
 
 def load_yaml(path: Path) -> Any:
     """Read and parse one YAML file, naming the file in every error."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read: {exc}", str(path)) from None
-    return parse_yaml(text, str(path))
+    return parse_yaml(read_text(path), str(path))
 
 
 def line_of(container: Any, key: str | int) -> int | None:
@@ -113,6 +259,30 @@ class _Identified(Protocol):
 T = TypeVar("T", bound=_Identified)
 
 
+def is_dir(path: Path) -> bool:
+    """Whether a directory is there; an InputError naming it when it cannot be looked at
+    (a parent without permission), where Path.is_dir would raise PermissionError."""
+    try:
+        return path.is_dir()
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", str(path)) from None
+
+
+def is_file(path: Path) -> bool:
+    """Whether a file is there; an InputError naming it when it cannot be looked at."""
+    try:
+        return path.is_file()
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", str(path)) from None
+
+
+def _with_line(error: InputError, path: Path) -> InputError:
+    """An error about a whole file (a field it lacks) points at its first line."""
+    if error.file and error.line:
+        return error
+    return InputError(error.reason, error.file or str(path), error.line or 1)
+
+
 def load_id_dir(directory: Path, parse: Callable[[Any, str], T], kind: str) -> dict[str, T]:
     """Every *.yaml / *.yml in a directory, each one item named after its id: all the
     errors at once (file:line), or nothing — a bad file never leaves a half-loaded set."""
@@ -127,18 +297,27 @@ def load_id_files(
 ) -> tuple[dict[str, T], list[InputError]]:
     """Every *.yaml / *.yml in a directory that loads, and the errors (file:line) of those
     that do not: one bad file never hides the others (recipes load this way)."""
-    if not directory.is_dir():
+    if not is_dir(directory):
         raise InputError("not a directory", str(directory))
+    try:
+        paths = sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml"))
+    except OSError as exc:
+        raise InputError(f"cannot list: {exc.strerror or exc}", str(directory)) from None
     items: dict[str, T] = {}
     errors: list[InputError] = []
-    for path in sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml")):
+    for path in paths:
         try:
-            item = parse(load_yaml(path), str(path))
-        except InputErrors as exc:
-            errors.extend(exc.errors)
-            continue
+            data = load_yaml(path)
         except InputError as exc:
             errors.append(exc)
+            continue
+        try:
+            item = parse(data, str(path))
+        except InputErrors as exc:
+            errors.extend(_with_line(e, path) for e in exc.errors)
+            continue
+        except InputError as exc:
+            errors.append(_with_line(exc, path))
             continue
         if item.id in items:
             also = items[item.id].source

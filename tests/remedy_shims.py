@@ -82,10 +82,13 @@ echo "INFO:     Application startup complete."
 printf '%s\t%s\n' "$NODE" "sudo $*" >> "$SHIM_LOG"
 if [ -n "$SUDO_NEEDS_PASSWORD" ]; then echo "sudo: a password is required" >&2; exit 1; fi
 [ "$1" = "-n" ] || { echo "sudo: shim only knows -n" >&2; exit 2; }
-case "$4" in
+shift
+# `sudo -n sh -c CMD` or `sudo -n PROGRAM ARGS…`
+if [ "$1" = sh ] && [ "$2" = -c ]; then cmd="$3"; else cmd="$*"; fi
+case "$cmd" in
   *drop_caches*) exit 0 ;;
   reboot) echo "boot-$(date +%s%N)" > "$NODE_STATE/boot_id"; exit 0 ;;
-  *) exec sh -c "$4" ;;
+  *) exec sh -c "$cmd" ;;
 esac
 """,
     "curl": r"""

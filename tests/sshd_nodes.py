@@ -33,7 +33,8 @@ API
   docker-ps.jsonl, ray-status.txt, image-id.txt, serve.log (docker logs), ip-o-link.txt,
   ip-br-addr.txt, ibdev2netdev.txt, dmesg.txt, ps.txt (`ps -ww -eo pid=,args=`; none by
   default), meminfo.txt and boot.txt (boot id + uptime; else the real /proc files),
-  ping-reachable, sudo-needs-password (present = sudo -n refuses).
+  ping-reachable, sudo-needs-password (present = sudo -n refuses), sudo-allows (present:
+  the only command lines `sudo -n -l CMD` allows, one a line, like a narrow sudoers rule).
 - shim_node(dir, name) → an SshdNode set up but not started: its bin_dir on a
   LocalTransport's PATH gives the same shims without SSH.
 """
@@ -119,6 +120,11 @@ esac
     "sudo": r"""
 if [ -f "$D/sudo-needs-password" ]; then echo "sudo: a password is required" >&2; exit 1; fi
 [ "$1" = "-n" ] && shift
+if [ "$1" = "-l" ]; then
+  shift
+  if [ -f "$D/sudo-allows" ] && ! grep -qxF -- "$*" "$D/sudo-allows"; then exit 1; fi
+  echo "/usr/bin/$*"; exit 0
+fi
 exec "$@"
 """,
     # /proc/meminfo as the node's data says (the real file otherwise)

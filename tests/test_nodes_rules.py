@@ -16,7 +16,7 @@ from spark_tui.nodes.parsers.dmon import DmonSample, parse_dmon
 from spark_tui.nodes.parsers.meminfo import parse_meminfo
 from spark_tui.nodes.parsers.serving import ServingTracker
 from spark_tui.nodes.rules import RESOLVE_AFTER_S, RuleEngine, cluster_facts
-from spark_tui.nodes.state import GpuReading, MemoryReading, NodeState
+from spark_tui.nodes.state import GpuReading, MemoryReading, NodeState, ServingState
 from spark_tui.yamlfile import parse_yaml
 
 H200 = Path(__file__).parent / "fixtures" / "real" / "h200"
@@ -183,6 +183,9 @@ def test_cluster_scope_memory_asymmetry_from_real_meminfo(clock: ScaledClock) ->
         "spark2": NodeState("spark2", 0, memory=low),
     }
     assert round(cluster_facts(states)["cluster.available_spread_gib"], 1) == 8.0  # type: ignore[arg-type]
+    # while an engine holds the memory the spread says nothing of what a launch could have
+    serving = NodeState("spark1", 0, memory=real, serving=ServingState(phase="serving"))
+    assert "cluster.available_spread_gib" not in cluster_facts({**states, "spark1": serving})
     engine = RuleEngine([wall])
     firings = []
     for _ in range(30):

@@ -44,7 +44,7 @@ def test_plan_order_and_what_each_step_waits_for() -> None:
     assert by["wait-ready"].expect == "Application startup complete"
     assert by["wait-ready"].command == "docker exec ray-head tail -n 200 /tmp/vllm-serve.log"
     assert by["wait-ready"].timeout_s == 2400
-    assert by["drop-caches"].command == "sudo -n sh -c 'sync; echo 3 > /proc/sys/vm/drop_caches'"
+    assert by["drop-caches"].command == "sync; sudo -n sysctl -w vm.drop_caches=3"
     assert p.log_sources["spark1"] == (
         "docker logs -f --tail 200 ray-head",
         "docker exec ray-head tail -n 200 -F /tmp/vllm-serve.log",

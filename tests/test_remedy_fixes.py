@@ -102,11 +102,11 @@ def test_every_action_type_renders_with_real_values() -> None:
     assert by_type["patch-recipe"].diff.count("+    --max-num-seqs: 64") == 1
     assert "-    OMP_NUM_THREADS: '8'" in by_type["patch-recipe"].diff
     assert [c.node for c in by_type["reboot"].commands] == ["spark2"]
-    assert by_type["reboot"].commands[0].command == "sudo -n sh -c reboot"
+    assert by_type["reboot"].commands[0].command == "sudo -n reboot"
     mv = by_type["move-aside"].commands[0].command
     assert mv == (
-        "sudo -n sh -c 'mv -n -- /etc/modprobe.d/zz-nvidia-drm-override.conf "
-        "/etc/modprobe.d/zz-nvidia-drm-override.conf.spark-tui-backup-S1'"
+        "sudo -n mv -n -- /etc/modprobe.d/zz-nvidia-drm-override.conf "
+        "/etc/modprobe.d/zz-nvidia-drm-override.conf.spark-tui-backup-S1"
     )
     ray = by_type["restart-ray"].launch
     assert ray is not None and [s.id for s in ray.steps][-1] == "wait-ray"
@@ -253,7 +253,7 @@ def test_failure_names_node_and_leaves_the_journal_whole(tmp_path: Path) -> None
           actions:
             - type: run
               on: all
-              command: sync; echo 3 > /proc/sys/vm/drop_caches
+              command: sysctl -w vm.drop_caches=3
               root: true
         """
     )
@@ -360,7 +360,7 @@ def test_reboot_waits_for_the_node_with_a_countdown(tmp_path: Path) -> None:
         emit=events.append,
     )
     assert result.ok, result.message
-    assert world.calls("spark2") == ["sudo -n sh -c reboot"] and world.calls("spark1") == []
+    assert world.calls("spark2") == ["sudo -n reboot"] and world.calls("spark1") == []
     countdown = [e.detail for e in events if e.step == "reboot" and "come back" in e.detail]
     assert countdown and countdown[0] == "waiting for spark2 to come back: 900 s"
     back = [e for e in journal().entries() if e["event"] == "reboot-back"]

@@ -38,7 +38,8 @@ def test_plan_runs_through_shims_and_measures_tok_s(tmp_path: Path) -> None:
     worker_calls = world.calls("spark2")
     assert any(c.startswith("docker run -d --name ray-head") for c in head_calls)
     assert any("ray start --address=10.10.10.1:6379" in c for c in worker_calls)
-    assert sum(c.startswith("sudo -n sh -c sync; echo 3") for c in head_calls + worker_calls) == 2
+    drops = [c for c in head_calls + worker_calls if c == "sudo -n sysctl -w vm.drop_caches=3"]
+    assert len(drops) == 2
     assert not any("--rm" in c.split() or "--restart" in c for c in head_calls + worker_calls)
     # vllm ran inside "ray-head" with the recipe's argv and env, word for word
     argv = (world.shared / "vllm-argv").read_text().splitlines()

@@ -63,7 +63,7 @@ def test_panes_fill_from_the_simulated_nodes() -> None:
             panes = list(app.main_screen.query(NodePane))
             assert [p.node.name for p in panes] == ["spark1", "spark2"]
             await wait_for(pilot, lambda: all(p.state and p.state.memory for p in panes))
-            assert "SIMULATED" in app.sub_title
+            assert "simulated cluster" in app.sub_title
             for p in panes:
                 assert p.state.memory.total_bytes > 100 * 2**30  # a GB10: ~119.7 GiB
 
@@ -154,7 +154,7 @@ def test_apply_previews_confirms_applies_and_verifies_on_the_nodes() -> None:
             assert modal.plan.fix.id == "drop-page-caches"
             assert set(modal.plan.nodes) == {"spark1", "spark2"}
             preview = str(modal.query_one("#fix-preview").render())
-            assert preview.count("sudo -n sh -c 'sync; echo 3 > /proc/sys/vm/drop_caches'") == 2
+            assert preview.count("sudo -n sysctl -w vm.drop_caches=3") == 2
             nodes = app.session.sim.nodes
             assert all(n.page_cache_gib > 20 for n in nodes.values())  # nothing ran yet
             await pilot.press("y")
@@ -168,8 +168,10 @@ def test_apply_previews_confirms_applies_and_verifies_on_the_nodes() -> None:
             assert "drop_caches" in output
             await pilot.press("enter")
             await wait_for(pilot, lambda: not isinstance(app.screen, FixModal))
-            status = app.main_screen.query_one("#status").last_action
-            assert status.startswith("fix: checked")
+            action, ok, summary = app.main_screen.last_result
+            assert (action, ok) == ("fix", True) and summary.startswith("checked")
+            status = app.main_screen.query_one("#status")
+            assert status.now == "fixed" and status.next_key.startswith("r relaunches")
 
     asyncio.run(scenario())
 
@@ -246,9 +248,9 @@ def test_doctor_and_export_run_in_workers_and_report_in_the_status_line() -> Non
             await wait_for(pilot, lambda: finished("export"), limit_s=60)
             done = finished("export")[-1]
             assert done.ok, done.summary
-            status = app.main_screen.query_one("#status").last_action
-            assert status.startswith("export: written to ")
-            report = Path(status.removeprefix("export: written to "))
+            action, _ok, summary = app.main_screen.last_result
+            assert action == "export" and summary.startswith("written to ")
+            report = Path(summary.removeprefix("written to "))
             text = report.read_text()
             assert "spark1" in text and "simulated" in text
             # a demo's report outlives the demo, but never lands in the real state directory

@@ -404,8 +404,9 @@ def test_fixes_keep_the_seeds_exact_values() -> None:
     timeout = action_params("dist-init-timeout", "sglang-dist-timeout")[0]
     assert timeout["set_args"] == {"--dist-timeout": 1800}
 
-    drop = action_params("dist-init-timeout", "drop-page-caches")[0]
-    assert drop["command"] == "sync; echo 3 > /proc/sys/vm/drop_caches"
+    sync, drop = action_params("dist-init-timeout", "drop-page-caches")
+    assert sync == {"type": "run", "on": "all", "command": "sync"}
+    assert drop["command"] == "sysctl -w vm.drop_caches=3"
     assert drop["root"] is True and drop["on"] == "all"
 
     mem = action_params("sglang-renamed-flags", "rename-memory-and-cache-flags")[0]

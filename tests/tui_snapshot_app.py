@@ -1,8 +1,9 @@
-"""One small snapshot app: the spark-tui app on the simulated cluster (three GB10 nodes,
-scenario page-cache-hog), frozen in time and driven in the app's own thread: twelve
-sampling rounds of real simulated readings through the real monitor, vLLM log lines
-from the simulator's log text (the free-memory failure), spark3 unplugged. No thread,
-no wall-clock time, no random jitter: the same picture on every machine.
+"""One small snapshot app: the spark-tui app on the simulated cluster (three GB10 nodes, or
+one, scenario page-cache-hog), frozen in time and driven in the app's own thread: twelve
+sampling rounds of real simulated readings through the real monitor, Ray's start banner
+printed twice (folded) and vLLM log lines from the simulator's log text (the free-memory
+failure); with three nodes spark2's cache dropped (its page-cache-hog resolves) and spark3
+unplugged. No thread, no wall-clock time, no random jitter: the same picture everywhere.
 
 Used by tests/test_tui_snapshots.py and screenshots/make.py.
 """
@@ -45,11 +46,11 @@ ROUNDS = 12  # sampling rounds, 2 simulated seconds apart (the page-cache rule h
 LOG_VALUES = {"pid": 4242, "api_pid": 4100, "ts": "05-28 20:26:31", "rank": 0, "world": 3}
 
 
-def snapshot_session(read_only: bool = False) -> Session:
+def snapshot_session(read_only: bool = False, nodes: int = 3) -> Session:
     """The simulated cluster with its clock stopped (speed 0: time moves only by advance())."""
     if read_only:
         policy.set_read_only(True)
-    sim = build_sim_cluster(SCENARIO, nodes=3, speed=0.0)
+    sim = build_sim_cluster(SCENARIO, nodes=nodes, speed=0.0)
     return Session(
         sim.config,
         dict(sim.transports),
@@ -64,8 +65,8 @@ def snapshot_session(read_only: bool = False) -> Session:
 class SnapshotApp(SparkTuiApp):
     """The real app, not live: the monitor's rounds run here, in order, at mount."""
 
-    def __init__(self, read_only: bool = False) -> None:
-        super().__init__(snapshot_session(read_only), live=False)
+    def __init__(self, read_only: bool = False, nodes: int = 3) -> None:
+        super().__init__(snapshot_session(read_only, nodes), live=False)
 
     def on_mount(self) -> None:
         super().on_mount()
@@ -85,6 +86,9 @@ class SnapshotApp(SparkTuiApp):
             for node in s.config.nodes:
                 monitor.sample_once(node.name)
             s.clock.advance(2.0)
+        banner = simlogs.render("ray", "start-head", ip="10.10.10.1")
+        for line in banner + banner:  # `ray start` printed its banner again: folded
+            monitor.feed_line("spark1", "container:ray-head", line)
         lines = simlogs.render("vllm", "init", **LOG_VALUES)
         lines += simlogs.render("vllm", "fp4-marlin", **LOG_VALUES)
         lines += simlogs.render(
@@ -98,6 +102,13 @@ class SnapshotApp(SparkTuiApp):
         )
         for line in lines:
             monitor.feed_line("spark1", "serve", line)
+        monitor.sample_once("spark1")  # its phase after the crash
+        if len(s.config.nodes) < 3:
+            return
+        s.sim.nodes["spark2"].page_cache_gib = 0.0  # dropped: its page-cache-hog resolves
+        for _ in range(7):
+            monitor.sample_once("spark2")
+            s.clock.advance(2.0)
         s.sim.nodes["spark3"].reachable = False  # unplugged
         s.clock.advance(2.0)
         monitor.sample_once("spark3")

@@ -71,7 +71,6 @@ def _ask_key(where: str, kind: str, fingerprint: str) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    import logging
     from pathlib import Path
 
     from spark_tui import paths
@@ -92,10 +91,6 @@ def run(args: argparse.Namespace) -> int:
     from spark_tui.nodes.ssh import default_known_hosts_path, default_ssh_config_path
     from spark_tui.yamlfile import parse_yaml
 
-    # paramiko logs a traceback for every port that answers without speaking SSH: the
-    # reason is reported per host below instead
-    logging.getLogger("paramiko").addHandler(logging.NullHandler())
-    logging.getLogger("paramiko").propagate = False
     interactive = sys.stdin.isatty() and not args.yes
     local = LocalTransport()
     if args.no_probe and not args.from_file:

@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
         append_known_host,
         fetch_host_key,
         fingerprint_sha256,
-        known_key,
+        known_keys,
         resolve_target,
     )
 
@@ -42,19 +42,31 @@ def run(args: argparse.Namespace) -> int:
         print(f"{node.name} is this machine (host: local): no SSH, no host key to trust.")
         return 0
     target = resolve_target(node.host, user=node.user, port=node.port)
-    key = fetch_host_key(target)
+    known = known_keys(target)
+    # ask for the key types known_hosts already holds first, as ssh itself does: a node
+    # with RSA and Ed25519 keys must be compared on the key we know, not called "changed"
+    key = fetch_host_key(target, prefer=tuple(known))
     fp = fingerprint_sha256(key)
     where = f"{target.hostname}:{target.port}"
-    known = known_key(target)
-    if known is not None:
-        if known.asbytes() == key.asbytes():
+    if known:
+        same_type = known.get(key.get_name())
+        if same_type is not None and same_type.asbytes() == key.asbytes():
             print(f"{node.name} ({where}) is already trusted: {key.get_name()} {fp}")
             return 0
-        raise SparkTuiError(
-            f"{node.name} ({where}) presents {key.get_name()} {fp}, but known_hosts holds "
-            f"{known.get_name()} {fingerprint_sha256(known)} for it: the key CHANGED. "
+        remove = (
             "Refusing. If the node was reinstalled, remove the old key with "
             f"'ssh-keygen -R {shell.quote(target.known_hosts_name)}' and run this again."
+        )
+        if same_type is not None:
+            raise SparkTuiError(
+                f"{node.name} ({where}) presents {key.get_name()} {fp}, but known_hosts holds "
+                f"{same_type.get_name()} {fingerprint_sha256(same_type)} for it: the key "
+                f"CHANGED. {remove}"
+            )
+        raise SparkTuiError(
+            f"{node.name} ({where}) presents {key.get_name()} {fp} and none of the key types "
+            f"known_hosts holds for it ({', '.join(known)}): it no longer has the key we know. "
+            + remove
         )
     print(f"{node.name} ({where}) presents this host key:")
     print(f"  {key.get_name()} {fp}")

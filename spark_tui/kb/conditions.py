@@ -25,11 +25,12 @@ from dataclasses import dataclass
 OPS = (">=", "<=", "==", "!=", ">", "<", "contains", "not contains", "is set", "is unset")
 
 _PATH = r"[A-Za-z_][\w\-]*(?:\.[\w\-]+)*"
+# matched with fullmatch (`$` would take a trailing newline)
 _BINARY = re.compile(
-    rf"^\s*(?P<path>{_PATH})\s+(?P<op>>=|<=|==|!=|>|<|not contains|contains)\s+(?P<value>.+?)\s*$"
+    rf"\s*(?P<path>{_PATH})\s+(?P<op>>=|<=|==|!=|>|<|not contains|contains)\s+(?P<value>.+?)\s*"
 )
-_UNARY = re.compile(rf"^\s*(?P<path>{_PATH})\s+(?P<op>is set|is unset)\s*$")
-_NUMBER = re.compile(r"^-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?$")
+_UNARY = re.compile(rf"\s*(?P<path>{_PATH})\s+(?P<op>is set|is unset)\s*")
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,7 @@ def _parse_value(raw: str) -> Value:
         return False
     if low in ("null", "none"):
         return None
-    if _NUMBER.match(raw):
+    if _NUMBER.fullmatch(raw):
         return float(raw)
     if re.fullmatch(_PATH, raw) and "." in raw:
         return PathRef(raw)
@@ -121,10 +122,10 @@ def parse_condition(text: str) -> Condition:
     """Parse `PATH OP VALUE`; raise ValueError with a readable reason."""
     if not isinstance(text, str):
         raise ValueError(f"a condition is a line of text like 'gpu.sm_pct >= 90', not {text!r}")
-    m = _UNARY.match(text)
+    m = _UNARY.fullmatch(text)
     if m:
         return Condition(m["path"], m["op"], None, text.strip())
-    m = _BINARY.match(text)
+    m = _BINARY.fullmatch(text)
     if not m:
         raise ValueError(
             f"cannot read the condition {text!r}: write PATH OP VALUE with OP one of "

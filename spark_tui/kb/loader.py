@@ -13,6 +13,7 @@ from spark_tui import paths
 from spark_tui.errors import InputError, InputErrors
 from spark_tui.facts import unknown_fact_reason
 from spark_tui.kb.conditions import Condition, parse_condition
+from spark_tui.kb.safety import check_fix
 from spark_tui.kb.schema import (
     ENGINES,
     FROM_LOG,
@@ -28,9 +29,9 @@ from spark_tui.kb.schema import (
     ReadingRule,
     Wall,
 )
-from spark_tui.yamlfile import LDict, LList, line_of, load_id_dir
+from spark_tui.yamlfile import LDict, LList, is_dir, line_of, load_id_dir
 
-_ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9.]+)*$")
+_ID = re.compile(r"[a-z0-9]+(?:-[a-z0-9.]+)*")  # fullmatch: `$` takes a trailing newline
 WALL_FIELDS = {
     "id": True,
     "title": True,
@@ -236,7 +237,7 @@ def _action(c: _Collector, raw: Any, container: Any, index: int, where: str) -> 
             index,
         )
         return None
-    kind = REGISTRY.get(raw["type"])
+    kind = REGISTRY.get(raw["type"]) if isinstance(raw["type"], str) else None
     if kind is None:
         c.err(
             f"{where}: unknown action type {raw['type']!r} (known: {', '.join(REGISTRY)})",
@@ -270,10 +271,11 @@ def _fixes(c: _Collector, raw: Any, data: dict) -> tuple[Fix, ...]:
     seen: set[str] = set()
     for i, fx in enumerate(raw):
         where = f"fix {i + 1}"
+        errors_before = len(c.errors)
         if not c.fields(fx, FIX_FIELDS, where, ("id", "title", "risk", "actions")):
             continue
         fid = c.text(fx, "id", where)
-        if fid and not _ID.match(fid):
+        if fid and not _ID.fullmatch(fid):
             c.err(f"{where}: id {fid!r} must be kebab-case", fx, "id")
         if fid in seen:
             c.err(f"{where}: duplicate fix id {fid!r}", fx, "id")
@@ -308,6 +310,12 @@ def _fixes(c: _Collector, raw: Any, data: dict) -> tuple[Fix, ...]:
                 str(fx.get("note", "") or "").strip(),
             )
         )
+        if len(c.errors) == errors_before:  # risk and root against what the actions do
+            for problem in check_fix(fixes[-1]):
+                at = (fx, problem.key) if problem.action is None else (actions_raw, problem.action)
+                if problem.action is not None and isinstance(actions_raw[problem.action], LDict):
+                    at = (actions_raw[problem.action], problem.key)
+                c.err(f"{where} ({fid}): {problem.message}", *at)
     return tuple(fixes)
 
 
@@ -328,7 +336,7 @@ def _causes(c: _Collector, raw: Any, data: dict, fix_ids: set[str]) -> tuple[Cau
             c.err(f"{where}: 'fixes' must list the fix ids this cause calls for", cs, "fixes")
             fixes = []
         for fid in fixes:
-            if fid not in fix_ids:
+            if not isinstance(fid, str) or fid not in fix_ids:
                 c.err(f"{where}: names fix {fid!r}, which this wall does not define", cs, "fixes")
         causes.append(
             Cause(
@@ -352,7 +360,7 @@ def parse_wall(data: Any, file: str) -> Wall:
         )
     c.fields(data, WALL_FIELDS, "the wall", [k for k, req in WALL_FIELDS.items() if req])
     wid = c.text(data, "id", "the wall")
-    if wid and not _ID.match(wid):
+    if wid and not _ID.fullmatch(wid):
         c.err(f"id {wid!r} must be kebab-case", data, "id")
     engines = data.get("engines", [])
     if not isinstance(engines, list) or not engines or any(e not in ENGINES for e in engines):
@@ -436,6 +444,6 @@ def load_knowledge(
     add walls or replace built-in ones with the same id."""
     walls = load_dir(builtin or paths.builtin_knowledge_dir())
     user_dir = user or paths.user_knowledge_dir()
-    if use_user and user_dir.is_dir():
+    if use_user and is_dir(user_dir):
         walls.update(load_dir(user_dir))
     return KnowledgeBase(dict(sorted(walls.items())))

@@ -12,6 +12,8 @@ printed after a marker line `@@spark-tui <section>` and ends with
 
 from __future__ import annotations
 
+from spark_tui import shell
+
 MARKER = "@@spark-tui"
 MARKER_RC = "@@spark-tui-rc"
 
@@ -95,7 +97,18 @@ SSH_CHECK_PORT = "ssh -o BatchMode=yes -o ConnectTimeout=5 -p {port} {target} tr
 PING = "ping -c1 -W1 {ip}"  # run on the head
 IMAGE_ID = "docker image inspect --format '{{.Id}}' {image}"
 MODEL_SIZE = "du -sbL -- {path}"  # bytes under a model directory (HF caches are symlinks)
-SUDO_CHECK = "sudo -n true"
+
+
+def sudo_check(root_commands: list[list[str]]) -> str:
+    """Ask sudo, without running anything, whether each command may run as root without a
+    password (`sudo -n -l CMD`); prints `missing: CMD` for each it refuses, exits 127
+    without sudo. (`sudo -n true` would fail under a rule that allows exactly these.)"""
+    checks = [
+        f"{shell.join(['sudo', '-n', '-l', *argv])} >/dev/null 2>&1 || "
+        f"echo {shell.quote('missing: ' + shell.join(argv))}"
+        for argv in root_commands
+    ]
+    return "; ".join(["command -v sudo >/dev/null || exit 127", *checks])
 
 
 # `spark-tui discover`: what a candidate node is (one round, read-only)

@@ -21,17 +21,20 @@ from spark_tui.nodes.cluster import (
     NodeConfig,
     RecipeRef,
 )
-from spark_tui.yamlfile import LDict, line_of, load_yaml
+from spark_tui.yamlfile import LDict, is_file, line_of, load_yaml
 
 CLUSTER_FIELDS = ("recipe", "models_dir", "nodes")
 NODE_FIELDS = ("name", "host", "user", "port", "fabric_if", "fabric_ip", "role", "logs")
 ROLES = ("head", "worker")
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 _LOG_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9@._:-]{0,127}")  # a unit or container name
-# a host name, an address or an ssh_config alias: no blanks, no shell or option syntax
-_HOST = re.compile(r"^[A-Za-z0-9_\[\]:.%-]+$")
-_USER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}\$?$")
-_IFNAME = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")
+# a host name, an address or an ssh_config alias: no blanks, no shell or option syntax.
+# Matched with fullmatch: with match, `$` also accepts a trailing newline, which would
+# reach NCCL_SOCKET_IFNAME and the shell.
+_HOST = re.compile(r"[A-Za-z0-9_\[\]:.%-]+")
+_USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}\$?")
+_IFNAME = re.compile(r"[A-Za-z0-9_.:-]{1,15}")
+_RECIPE_ID = re.compile(r"[a-z0-9][a-z0-9.-]*[a-z0-9]|[a-z0-9]")
 # a directory on every node: absolute or under the user's home, no ':' (docker -v's separator)
 _MODELS_DIR = re.compile(r"(?:/|~/|\$HOME/)[^:\x00-\x1f]*")
 
@@ -39,7 +42,7 @@ _MODELS_DIR = re.compile(r"(?:/|~/|\$HOME/)[^:\x00-\x1f]*")
 def find_cluster_config(cwd: Path | None = None) -> Path | None:
     """./cluster.yaml, else ~/.config/spark-tui/cluster.yaml, else None (use the simulator)."""
     for candidate in ((cwd or Path.cwd()) / "cluster.yaml", paths.config_dir() / "cluster.yaml"):
-        if candidate.is_file():
+        if is_file(candidate):
             return candidate
     return None
 
@@ -76,8 +79,12 @@ def parse_cluster(data: Any, file: str) -> ClusterConfig:
         if key not in CLUSTER_FIELDS:
             err(f"unknown field {key!r} (allowed: {', '.join(CLUSTER_FIELDS)})", data, key)
     recipe = data.get("recipe")
-    if recipe is not None and (not isinstance(recipe, str) or not recipe.strip()):
-        err("'recipe' must be a recipe id", data, "recipe")
+    if recipe is not None and (not isinstance(recipe, str) or not _RECIPE_ID.fullmatch(recipe)):
+        err(
+            f"'recipe' is {recipe!r}, not a recipe id (see 'spark-tui recipes list')",
+            data,
+            "recipe",
+        )
         recipe = None
     models_dir = data.get("models_dir", DEFAULT_MODELS_DIR)
     if not isinstance(models_dir, str) or not _MODELS_DIR.fullmatch(models_dir):
@@ -196,7 +203,7 @@ def _node(raw: LDict, index: int, count: int, err) -> NodeConfig | None:
             ok = False
             return None
         value = str(value)
-        if not pattern.match(value) or value.startswith("-"):
+        if not pattern.fullmatch(value) or value.startswith("-"):
             err(f"{where}: {key!r} is {value!r}, not {what}", raw, key)
             ok = False
             return None
@@ -209,7 +216,12 @@ def _node(raw: LDict, index: int, count: int, err) -> NodeConfig | None:
     fabric_ip = raw.get("fabric_ip")
     if fabric_ip is not None:
         try:
-            fabric_ip = str(ipaddress.ip_address(str(fabric_ip)))
+            address = ipaddress.ip_address(str(fabric_ip))
+            # an IPv6 scope (fe80::1%IF) is free text to ipaddress: it must be an interface
+            scope = getattr(address, "scope_id", None)
+            if isinstance(fabric_ip, bool) or (scope is not None and not _IFNAME.fullmatch(scope)):
+                raise ValueError(fabric_ip)
+            fabric_ip = str(address)
         except ValueError:
             err(f"{where}: 'fabric_ip' is {fabric_ip!r}, not an IP address", raw, "fabric_ip")
             ok = False

@@ -48,7 +48,8 @@ summary: Cached pages look free but are not free to CUDA on unified memory.
 signatures: [{when: ['memory.cached_gib >= 20']}]
 fixes:
   - {id: drop-page-caches, title: Drop the page cache on every node, risk: safe, root: true,
-     actions: [{type: run, on: all, root: true, command: 'sync; echo 3 > /proc/sys/vm/drop_caches'}]}
+     actions: [{type: run, on: all, command: sync},
+               {type: run, on: all, root: true, command: 'sysctl -w vm.drop_caches=3'}]}
 references: ["Getting MiniMax M2.7 Running on 2× DGX Spark: Every Wall We Hit — https://al-engr.com/minimax-sglang-debug.html"]
 """,
     "node-memory-asymmetry": """
@@ -61,7 +62,8 @@ summary: One node has less memory than the others; it swaps and loads slower.
 signatures: [{when: ['cluster.available_spread_gib > 5'], scope: cluster}]
 fixes:
   - {id: drop-page-caches, title: Drop the page cache on every node, risk: safe, root: true,
-     actions: [{type: run, on: all, root: true, command: 'sync; echo 3 > /proc/sys/vm/drop_caches'}]}
+     actions: [{type: run, on: all, command: sync},
+               {type: run, on: all, root: true, command: 'sysctl -w vm.drop_caches=3'}]}
 references: ["Getting MiniMax M2.7 Running on 2× DGX Spark: Every Wall We Hit — https://al-engr.com/minimax-sglang-debug.html"]
 """,
     "drm-override-halves-memory": """
@@ -162,6 +164,7 @@ def run_doctor(
     """Sample every node once and run every check; never changes a node.
     With `fit_recipe` (a Recipe), a `fit` check per node: does the model fit its memory."""
     nodes = list(cluster.nodes)
+    kb = list(kb)
     with ThreadPoolExecutor(max_workers=max(1, min(8, len(nodes)))) as pool:
         states = dict(
             zip(
@@ -183,7 +186,10 @@ def run_doctor(
     head_t = transports[head.name]
     head_up = states[head.name].reachable
     for n in cluster.workers:
-        add(_ssh_from_head(head, head_up, head_t, n))
+        if states[n.name].reachable:
+            add(_ssh_from_head(head, head_up, head_t, n))
+        else:  # its own reachable check says why; ssh's timeout would only repeat it
+            add(Check("ssh-from-head", n.name, SKIP, f"{n.name} is unreachable"))
     for n in nodes:
         s = states[n.name]
         if not s.reachable:
@@ -192,7 +198,7 @@ def run_doctor(
         add(_fabric_link(n, s))
         add(_leftovers(n, s))
         add(_ports(n, s, ports or _ports_wanted(recipe_facts)))
-        add(_sudo(n, transports[n.name]))
+        add(_sudo(n, transports[n.name], kb))
     add(_fabric_mtu(states))
     for n in cluster.workers:
         add(_fabric_ping(head, head_up, head_t, n, states[n.name]))
@@ -424,17 +430,31 @@ def _ports(n: NodeConfig, s: NodeState, wanted: Mapping[int, str]) -> Check:
     return Check("ports", n.name, PASS, "free: " + ", ".join(str(p) for p in sorted(wanted)))
 
 
-def _sudo(n: NodeConfig, t: Transport) -> Check:
-    r = _run(t, commands.SUDO_CHECK, timeout=10)
+def _sudo(n: NodeConfig, t: Transport, kb: list[Wall]) -> Check:
+    """Does sudo -n allow every command spark-tui runs as root on this node (asked with
+    `sudo -l`, nothing is run)? Else the sudoers rule that allows exactly them."""
+    from spark_tui.sudoers import root_commands, sudoers_hint
+
+    values = n.placeholder_values()
+    wanted = [c for c in root_commands(kb, values) if not any(w.startswith("<") for w in c)]
+    r = _run(t, commands.sudo_check(wanted), timeout=20)
     if r is None:
         return Check("sudo", n.name, SKIP, "the node dropped")
-    if r.ok:
-        return Check("sudo", n.name, PASS, "sudo -n works (fixes that need root can run)")
     if r.exit_code == 127:
         return Check("sudo", n.name, SKIP, "no sudo on this node")
-    if shell.needs_sudo_password(r.stderr + r.stdout):
-        return Check("sudo", n.name, WARN, "sudo needs a password: " + shell.SUDOERS_HINT)
-    return Check("sudo", n.name, WARN, f"sudo -n failed: {r.tail(1)}")
+    missing = [ln[len("missing: ") :] for ln in r.stdout.splitlines() if ln.startswith("missing: ")]
+    if r.ok and not missing:
+        return Check(
+            "sudo",
+            n.name,
+            PASS,
+            f"sudo -n allows the {len(wanted)} commands spark-tui runs as root",
+        )
+    user = getattr(getattr(t, "target", None), "user", None) or n.user or "USER"
+    hint = sudoers_hint(kb, values, user)
+    if missing and len(missing) < len(wanted):
+        return Check("sudo", n.name, WARN, f"sudo -n does not allow {', '.join(missing)}. {hint}")
+    return Check("sudo", n.name, WARN, "sudo needs a password (NOPASSWD rule missing). " + hint)
 
 
 def _same_everywhere(

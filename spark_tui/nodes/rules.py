@@ -48,7 +48,10 @@ def cluster_facts(states: Mapping[str, NodeState]) -> dict[str, object]:
         f["cluster.available_min_gib"] = min(after_drop)
         swap = [(m.swap_total_bytes - m.swap_free_bytes) / GIB for m in mem]
         f["cluster.swap_used_max_gib"] = max(swap)
-        if len(mem) >= 2:
+        # what a launch could have on each node: meaningless while an engine holds the memory
+        # (a relaunch stops it first; the head's API server alone is gigabytes apart)
+        idle = all(s.serving.phase in ("stopped", "crashed") for s in reachable)
+        if len(mem) >= 2 and idle:
             f["cluster.available_spread_gib"] = max(after_drop) - min(after_drop)
     mtus = [fab.mtu for s in reachable if (fab := s.fabric()) is not None and fab.mtu is not None]
     if mtus:

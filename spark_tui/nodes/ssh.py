@@ -62,9 +62,11 @@ class SudoPasswordRequired(SparkTuiError):
     def __init__(self, node: str, command: str) -> None:
         self.node = node
         self.command = command
+        from spark_tui.sudoers import sudoers_hint
+
         super().__init__(
             f"{node}: sudo needs a password for this command, and spark-tui never types one.\n"
-            f"{shell.SUDOERS_HINT}"
+            f"{sudoers_hint()}"
         )
 
 
@@ -174,32 +176,62 @@ def fingerprint_sha256(key: paramiko.PKey) -> str:
     return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
 
 
-def known_key(target: SSHTarget) -> paramiko.PKey | None:
-    """The key known_hosts holds for this target (any type), or None."""
+def known_keys(target: SSHTarget) -> dict[str, paramiko.PKey]:
+    """The keys known_hosts holds for this target, by key type ("ssh-ed25519", "ssh-rsa", …),
+    in the order the files list them."""
+    out: dict[str, paramiko.PKey] = {}
     for path in target.known_hosts:
         keys = paramiko.HostKeys()
         with contextlib.suppress(OSError, paramiko.SSHException, ValueError):
             keys.load(path)
         entry = keys.lookup(target.known_hosts_name)
-        if entry:
-            return next(iter(entry.values()))
-    return None
+        for key_type in entry.keys() if entry else ():
+            out.setdefault(key_type, entry[key_type])
+    return out
 
 
-def fetch_host_key(target: SSHTarget, timeout: float = CONNECT_TIMEOUT_S) -> paramiko.PKey:
-    """The key the server presents (no authentication, nothing run)."""
+# host key algorithms a client offers for a key type (an RSA key signs with SHA-2 first)
+_ALGORITHMS = {"ssh-rsa": ("rsa-sha2-512", "rsa-sha2-256", "ssh-rsa")}
+
+
+def prefer_key_types(transport: paramiko.Transport, key_types: Sequence[str]) -> None:
+    """Offer these host key types first, as ssh and paramiko's SSHClient do for the types
+    known_hosts already holds: a server with several keys then shows the one we know."""
+    opts = transport.get_security_options()
+    offered = tuple(opts.key_types)
+    first = [a for k in key_types for a in _ALGORITHMS.get(k, (k,)) if a in offered]
+    opts.key_types = tuple(dict.fromkeys(first)) + tuple(a for a in offered if a not in first)
+
+
+def known_key(target: SSHTarget) -> paramiko.PKey | None:
+    """The key known_hosts holds for this target of the type fetch_host_key asks for first."""
+    return next(iter(known_keys(target).values()), None)
+
+
+def fetch_host_key(
+    target: SSHTarget, timeout: float = CONNECT_TIMEOUT_S, prefer: Sequence[str] | None = None
+) -> paramiko.PKey:
+    """The key the server presents (no authentication, nothing run), of the first type of
+    `prefer` it has — by default the types known_hosts holds for it, so that a node with an
+    RSA and an Ed25519 key shows the one we know, not a "changed" key."""
+    if prefer is None:
+        prefer = tuple(known_keys(target))
     jumps: list[paramiko.SSHClient] = []
     try:
         sock = _open_socket(target, timeout, jumps)
         t = paramiko.Transport(sock)
+        t.banner_timeout = t.handshake_timeout = timeout
         try:
+            prefer_key_types(t, prefer)
             t.start_client(timeout=timeout)
+            if not t.is_active() or t.host_key is None:
+                raise paramiko.SSHException("No existing session")
             return t.get_remote_server_key()
         finally:
             t.close()
-    except (OSError, paramiko.SSHException, EOFError) as exc:
+    except (OSError, paramiko.SSHException, EOFError, ValueError) as exc:
         raise SparkTuiError(
-            f"cannot reach {target.hostname}:{target.port}: {exc or type(exc).__name__}"
+            f"{target.alias}: {_explain(target.alias, target, exc, timeout).reason}"
         ) from None
     finally:
         for j in jumps:
@@ -279,7 +311,19 @@ def _connect_client(client: paramiko.SSHClient, target: SSHTarget, sock, timeout
 # ---------------------------------------------------------------- the transport
 
 
-def _explain(node: str, target: SSHTarget, exc: BaseException) -> NodeUnreachable:
+# what paramiko says when the peer accepted TCP but the SSH handshake never finished
+_NO_HANDSHAKE = (
+    "error reading ssh protocol banner",
+    "no existing session",
+    "negotiation failed",
+    "ssh session not active",
+)
+
+
+def _explain(
+    node: str, target: SSHTarget, exc: BaseException, timeout: float = CONNECT_TIMEOUT_S
+) -> NodeUnreachable:
+    """One line naming what failed, for a connection attempt that raised `exc`."""
     where = f"{target.user}@{target.hostname}:{target.port}"
     if isinstance(exc, paramiko.BadHostKeyException):
         return HostKeyChanged(
@@ -301,6 +345,18 @@ def _explain(node: str, target: SSHTarget, exc: BaseException) -> NodeUnreachabl
             f"{where} refused every key (agent, ~/.ssh keys, IdentityFile): {text or 'auth failed'}",
         )
     if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError):
+        return NodeUnreachable(node, f"nothing answers on {target.hostname}:{target.port}")
+    if isinstance(exc, paramiko.SSHException) and any(m in text.lower() for m in _NO_HANDSHAKE):
+        return NodeUnreachable(
+            node,
+            f"{target.hostname}:{target.port} accepts connections but did not complete the SSH "
+            f"handshake within {timeout:g} s (not an SSH server, or the node is hung)",
+        )
+    if isinstance(exc, EOFError):
+        return NodeUnreachable(
+            node, f"{target.hostname}:{target.port} closed the connection during the SSH handshake"
+        )
+    if isinstance(exc, ConnectionRefusedError):
         return NodeUnreachable(node, f"nothing answers on {target.hostname}:{target.port}")
     if isinstance(exc, (socket.timeout, TimeoutError)):
         return NodeUnreachable(node, f"{target.hostname}:{target.port} did not answer in time")
@@ -434,7 +490,7 @@ class SSHTransport(Transport):
             client.close()
             for j in jumps:
                 j.close()
-            self._set_down(_explain(self.name, self.target, exc))
+            self._set_down(_explain(self.name, self.target, exc, self._connect_timeout))
             return
         with self._lock:
             if self._closed.is_set():

@@ -139,6 +139,13 @@ class NodeState:
     )  # reading -> why ("nvidia-smi: not installed")
     extra_facts: dict[str, object] = field(default_factory=dict)
 
+    @property
+    def stack_up(self) -> bool:
+        """A container of the serving stack runs here, or an engine process."""
+        return self.engine is not None or any(
+            c.state == "running" and is_stack_container(c) for c in self.containers
+        )
+
     def fabric(self) -> Interface | None:
         return next((i for i in self.interfaces if i.name == self.fabric_if), None)
 
@@ -194,7 +201,7 @@ class NodeState:
         if "containers" not in self.unavailable:
             running = [c for c in self.containers if c.state == "running"]
             f["containers.running"] = len(running)
-            serving = [c for c in self.containers if _is_serving(c)]
+            serving = [c for c in self.containers if is_stack_container(c)]
             f["containers.serving"] = any(c.state == "running" for c in serving)
             # a stopped container's count is history: only one that is up can be looping
             up = [c for c in serving if c.state in ("running", "restarting")]
@@ -261,9 +268,10 @@ class NodeState:
 
 
 OS_BASELINE_GIB = 8.0
-_SERVING_WORDS = ("vllm", "sglang", "ray")
+STACK_WORDS = ("vllm", "sglang", "ray")
 
 
-def _is_serving(c: Container) -> bool:
+def is_stack_container(c: Container) -> bool:
+    """A container of the serving stack (the engine's or Ray's), by its name or image."""
     text = f"{c.name} {c.image}".lower()
-    return any(w in text for w in _SERVING_WORDS)
+    return any(w in text for w in STACK_WORDS)

@@ -34,7 +34,7 @@ from spark_tui.recipes.model import (
     Source,
     Workaround,
 )
-from spark_tui.yamlfile import line_of, load_id_files, load_yaml, parse_yaml
+from spark_tui.yamlfile import is_dir, line_of, load_id_files, load_yaml, parse_yaml
 
 if TYPE_CHECKING:
     from spark_tui.recipes.revisions import RevisionStore
@@ -595,7 +595,7 @@ def load_recipes(
     that does not load is in `errors` and left out; the others load."""
     recipes, errors = load_dir_partial(builtin or paths.builtin_recipes_dir())
     user_dir = user or paths.user_recipes_dir()
-    if use_user and user_dir.is_dir():
+    if use_user and is_dir(user_dir):
         mine, user_errors = load_dir_partial(user_dir)
         recipes.update(mine)
         errors += user_errors

@@ -20,7 +20,6 @@ from spark_tui.nodes.cluster import ClusterConfig, NodeConfig
 from spark_tui.recipes.model import ArgValue, Recipe, render_value
 from spark_tui.recipes.plan import LaunchPlan, LaunchStep
 
-DROP_CACHES = "sync; echo 3 > /proc/sys/vm/drop_caches"
 FORBIDDEN_DOCKER_ARGS = ("--rm", "--restart")
 _TEMPLATE = re.compile(r"\{([a-z_]+(?:\.[a-z_]+)+)\}")
 LOG_TAIL_LINES = 200
@@ -292,7 +291,7 @@ def render_plan(
                     n.name,
                     "drop the page cache (root, sudo -n)",
                     "run",
-                    shell.as_root(DROP_CACHES),
+                    shell.drop_caches(),
                     timeout_s=120,
                 )
             )

@@ -154,7 +154,13 @@ class BringUp:
             if unit.stage != "preflight" and self._first_of_launch(units):
                 self.env.hooks.launching(self.plan)  # a new launch attempt begins
             runner = LaunchRunner(
-                self.transports, self.clock, self.emit, self.journal, self.run_id, "bring-up"
+                self.transports,
+                self.clock,
+                self.emit,
+                self.journal,
+                self.run_id,
+                "bring-up",
+                stop=self.env.stop,
             )
             r = runner.run_step(self.plan.steps[unit.step_index or 0])
             ok, message = r.ok, r.detail

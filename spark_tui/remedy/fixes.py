@@ -16,6 +16,7 @@ confirmed and journaled like any fix.
 from __future__ import annotations
 
 import os
+import threading
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -218,6 +219,7 @@ class RunEnvironment:
     state: StateDir
     clock: Clock
     hooks: SessionHooks = field(default_factory=NoHooks)
+    stop: threading.Event | None = None  # set when the session closes: waits end early
 
     @property
     def lock(self) -> FixLock:
@@ -274,6 +276,7 @@ def run_fix(
             emit,
             result,
             env.hooks,
+            env.stop,
         )
         try:
             if _preflight(plan, ctx):

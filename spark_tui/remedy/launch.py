@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -135,9 +136,11 @@ class LaunchRunner:
         context: str = "launch",
         matcher: Matcher | None = None,
         abort: Callable[[], str | None] | None = None,
+        stop: threading.Event | None = None,
     ) -> None:
         self.transports = transports
         self.abort = abort  # an error wall the live monitor saw: a wait ends early
+        self.stop = stop  # set when spark-tui is closing: a wait ends at its next poll
         self.matcher = matcher  # the knowledge base's matcher (built-in when None)
         self.clock = clock or RealClock()
         self.emit = emit or _noop
@@ -173,7 +176,7 @@ class LaunchRunner:
                 res = self._run(step, step.command, step.timeout_s, log=True)
                 out = StepResult(step, res.ok, "", res.exit_code, res.tail())
                 if not res.ok:
-                    out.detail = _failure(res)
+                    out.detail = failure_text(res)
                     out.ok = step.may_fail
             elif step.kind == "wait-ray":
                 out = self._wait(step, self._ray_check)
@@ -247,6 +250,9 @@ class LaunchRunner:
                 self.emit(ActionProgress(step.id, step.node, None, "running", detail))
                 last_detail = detail
             self.clock.sleep(min(step.interval_s, max(left, 0.0)))
+            if self.stop is not None and self.stop.is_set():
+                why = "stopped waiting: spark-tui is closing (the launch goes on on the nodes)"
+                return StepResult(step, False, why, res.exit_code, res.tail(), polls=polls)
 
     def _smoke(self, step: LaunchStep) -> StepResult:
         """One chat request; its journal record carries the tok/s (what `status` shows)."""
@@ -270,7 +276,7 @@ class LaunchRunner:
     @staticmethod
     def _smoke_result(step: LaunchStep, res: CommandResult) -> StepResult:
         if not res.ok:
-            return StepResult(step, False, _failure(res), res.exit_code, res.tail())
+            return StepResult(step, False, failure_text(res), res.exit_code, res.tail())
         tokens, seconds, why = parse_smoke(res.stdout)
         if why:
             return StepResult(step, False, why, res.exit_code, res.tail())
@@ -297,12 +303,15 @@ class LaunchRunner:
         return result
 
 
-def _failure(res: CommandResult) -> str:
+def failure_text(res: CommandResult) -> str:
+    """Why a command failed, in one line (with the sudoers rule when sudo wanted a password)."""
     if res.timed_out:
         return "timed out"
     tail = res.tail(5)
     if shell.needs_sudo_password(tail):
-        return f"sudo needs a password (exit {res.exit_code}). {shell.SUDOERS_HINT}"
+        from spark_tui.sudoers import sudoers_hint
+
+        return f"sudo needs a password (exit {res.exit_code}). {sudoers_hint()}"
     return f"exit {res.exit_code}: {tail}" if tail else f"exit {res.exit_code}"
 
 

@@ -53,6 +53,7 @@ def node_values(cluster: ClusterConfig, node: NodeConfig) -> dict[str, object]:
 
 
 BOOT_ID_COMMAND = "cat /proc/sys/kernel/random/boot_id"
+PSTORE_TAIL = "find /sys/fs/pstore -maxdepth 1 -type f -exec tail -v -n 400 {} +"
 
 
 def evidence_command(item: str, recipe: Recipe | None, stamp: str, role: str = "head") -> str:
@@ -86,10 +87,8 @@ def evidence_command(item: str, recipe: Recipe | None, stamp: str, role: str = "
     if item == "kernel-log-previous-boot":
         return shell.as_root("journalctl -b -1 -k -n 300 --no-pager")
     if item == "pstore":
-        return shell.as_root(
-            "ls -la /sys/fs/pstore; for f in /sys/fs/pstore/*; do "
-            '[ -f "$f" ] && { echo "== $f"; tail -n 400 "$f"; }; done'
-        )
+        # one program, so a sudoers rule can allow exactly it (tail -v names each file)
+        return shell.as_root(PSTORE_TAIL)
     if item == "nvidia-bug-report":
         # not run for the user (minutes of work, a large file): the report says what to run
         out = f"/tmp/nvidia-bug-report-{stamp}.log.gz"

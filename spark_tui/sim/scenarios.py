@@ -66,60 +66,67 @@ def scenarios(path: Path = _FILE) -> dict[str, Scenario]:
         raise InputError("expected a mapping of scenario name -> scenario", str(path), 1)
     out: dict[str, Scenario] = {}
     for name, body in data.items():
-        where = line_of(data, name)
-        if not isinstance(body, LDict):
-            raise InputError(f"scenario {name!r}: expected a mapping", str(path), where)
-        unknown = set(body) - KEYS
-        if unknown:
-            key = sorted(unknown)[0]
-            raise InputError(
-                f"scenario {name!r}: unknown field {key!r}", str(path), line_of(body, key)
-            )
-        # a story of a deployment already running (launch: false) may have no recipe
-        required = ("description", "recipe") if body.get("launch", True) else ("description",)
-        for req in required:
-            if req not in body:
-                raise InputError(f"scenario {name!r}: missing {req!r}", str(path), where)
-        nodes = body.get("nodes") or {}
-        for nname, state in nodes.items():
-            bad = set(state or {}) - NODE_KEYS
-            if bad:
-                raise InputError(
-                    f"scenario {name!r}: node {nname!r}: unknown field {sorted(bad)[0]!r}",
-                    str(path),
-                    line_of(nodes, nname),
-                )
-        faults = body.get("faults") or {}
-        _check_keys(faults, FAULT_KEYS, f"scenario {name!r}: faults", path, where)
-        containers = body.get("containers") or {}
-        for named in containers.values():
-            for cname, spec in (named or {}).items():
-                _check_keys(
-                    spec, CONTAINER_KEYS, f"scenario {name!r}: container {cname!r}", path, where
-                )
-        shard = faults.get("corrupt_shard")
-        out[name] = Scenario(
-            name=name,
-            seed=str(body.get("seed", "")),
-            description=str(body["description"]),
-            recipe=str(body["recipe"]) if body.get("recipe") else None,
-            sets=tuple(str(s) for s in body.get("set") or ()),
-            nodes={str(k): dict(v or {}) for k, v in nodes.items()},
-            nodes_count=int(body.get("nodes_count", 2)),
-            walls=tuple(str(w) for w in body.get("walls") or ()),
-            switch_to=body.get("switch_to"),
-            faults=Faults(
-                wedge_after_s=_float_or_none(faults.get("wedge_after_s")),
-                nccl_builds=int(faults.get("nccl_builds", 1)),
-                corrupt_shard=(int(shard[0]), int(shard[1])) if shard else None,
-            ),
-            containers={
-                str(n): {str(k): dict(v or {}) for k, v in (named or {}).items()}
-                for n, named in containers.items()
-            },
-            launch=bool(body.get("launch", True)),
-        )
+        where = line_of(data, name) or 1
+        try:
+            out[name] = _scenario(name, body, path, where)
+        except (TypeError, ValueError, AttributeError, IndexError) as exc:
+            # a value of the wrong shape (a number where a mapping goes, text for a number)
+            raise InputError(f"scenario {name!r}: {exc}", str(path), where) from None
     return out
+
+
+def _scenario(name: str, body: Any, path: Path, where: int) -> Scenario:
+    """One scenario's body, checked."""
+    if not isinstance(body, LDict):
+        raise InputError(f"scenario {name!r}: expected a mapping", str(path), where)
+    unknown = set(body) - KEYS
+    if unknown:
+        key = sorted(unknown)[0]
+        raise InputError(f"scenario {name!r}: unknown field {key!r}", str(path), line_of(body, key))
+    # a story of a deployment already running (launch: false) may have no recipe
+    required = ("description", "recipe") if body.get("launch", True) else ("description",)
+    for req in required:
+        if req not in body:
+            raise InputError(f"scenario {name!r}: missing {req!r}", str(path), where)
+    nodes = body.get("nodes") or {}
+    for nname, state in nodes.items():
+        bad = set(state or {}) - NODE_KEYS
+        if bad:
+            raise InputError(
+                f"scenario {name!r}: node {nname!r}: unknown field {sorted(bad)[0]!r}",
+                str(path),
+                line_of(nodes, nname),
+            )
+    faults = body.get("faults") or {}
+    _check_keys(faults, FAULT_KEYS, f"scenario {name!r}: faults", path, where)
+    containers = body.get("containers") or {}
+    for named in containers.values():
+        for cname, spec in (named or {}).items():
+            _check_keys(
+                spec, CONTAINER_KEYS, f"scenario {name!r}: container {cname!r}", path, where
+            )
+    shard = faults.get("corrupt_shard")
+    return Scenario(
+        name=name,
+        seed=str(body.get("seed", "")),
+        description=str(body["description"]),
+        recipe=str(body["recipe"]) if body.get("recipe") else None,
+        sets=tuple(str(s) for s in body.get("set") or ()),
+        nodes={str(k): dict(v or {}) for k, v in nodes.items()},
+        nodes_count=int(body.get("nodes_count", 2)),
+        walls=tuple(str(w) for w in body.get("walls") or ()),
+        switch_to=body.get("switch_to"),
+        faults=Faults(
+            wedge_after_s=_float_or_none(faults.get("wedge_after_s")),
+            nccl_builds=int(faults.get("nccl_builds", 1)),
+            corrupt_shard=(int(shard[0]), int(shard[1])) if shard else None,
+        ),
+        containers={
+            str(n): {str(k): dict(v or {}) for k, v in (named or {}).items()}
+            for n, named in containers.items()
+        },
+        launch=bool(body.get("launch", True)),
+    )
 
 
 def _check_keys(body: Any, allowed: set[str], what: str, path: Path, where: int) -> None:

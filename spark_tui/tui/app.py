@@ -18,6 +18,7 @@ from spark_tui.session import Session
 from spark_tui.tui.commands import SparkCommands
 from spark_tui.tui.event_pump import EventPump
 from spark_tui.tui.messages import ActionFinished, EventsPending
+from spark_tui.tui.screens.confirm_modal import ConfirmModal
 from spark_tui.tui.screens.help_screen import HelpScreen
 from spark_tui.tui.screens.main_screen import MainScreen
 
@@ -31,10 +32,16 @@ class SparkTuiApp(App[int]):
     CSS_PATH = Path(__file__).parent / "app.tcss"  # absolute: subclasses live elsewhere
     COMMANDS: ClassVar = App.COMMANDS | {SparkCommands}
     BINDINGS: ClassVar = [
-        Binding("q", "quit", "Quit"),
-        Binding("question_mark", "help", "Help"),
         Binding("b", "bringup", "Bring-up"),
+        Binding("question_mark", "help", "Help"),
+        Binding("q", "request_quit", "Quit"),
+        Binding("ctrl+c", "request_quit", "Quit", show=False, priority=True),
         Binding("t", "toggle_theme", "Theme", show=False),
+        # vi keys in every list and scrolling view (the focused one)
+        Binding("j", "vi('down')", "Down", show=False),
+        Binding("k", "vi('up')", "Up", show=False),
+        Binding("g", "vi('top')", "Top", show=False),
+        Binding("G", "vi('bottom')", "Bottom", show=False),
     ]
 
     def __init__(
@@ -62,9 +69,7 @@ class SparkTuiApp(App[int]):
     def on_mount(self) -> None:
         self.sub_title = self.session.describe()
         if self.session.no_cluster_yaml:
-            self.sub_title = "no cluster.yaml found: SIMULATED cluster · " + self.sub_title
-        elif self.session.simulated:
-            self.sub_title = "SIMULATED · " + self.sub_title
+            self.sub_title = "no cluster.yaml found: " + self.sub_title
         self.push_screen(self.main_screen)
         if self.live:
             try:
@@ -102,14 +107,62 @@ class SparkTuiApp(App[int]):
             feed(batch)
 
     def on_action_finished(self, message: ActionFinished) -> None:
-        self.main_screen.set_last_action(f"{message.action}: {message.summary}", message.ok)
+        self.main_screen.finished(message)
+
+    def running_action(self) -> str | None:
+        """The action running now on any screen (a launch, a fix, a bring-up step), or None."""
+        for screen in reversed(self.screen_stack):
+            running = getattr(screen, "running", None)
+            if isinstance(running, str):
+                return running
+        return None
 
     # --- app-wide actions ---------------------------------------------------------
+    def action_request_quit(self) -> None:
+        """q and ctrl+c quit at once, unless an action runs: then they ask first."""
+        running = self.running_action()
+        if running is None:
+            self.exit(0)
+            return
+        if isinstance(self.screen, ConfirmModal):
+            return  # already asking
+
+        def answer(yes: bool | None) -> None:
+            if yes:
+                self.session.closing.set()  # the action's waits end at their next poll
+                self.exit(0)
+
+        prompt = (
+            f"{running.capitalize()} is running. Quit anyway? spark-tui stops following it "
+            "and it may be left half done (the journal keeps what ran)."
+        )
+        self.push_screen(ConfirmModal(prompt, (), yes="Quit (y)"), answer)
+
+    def action_vi(self, move: str) -> None:
+        """j, k, g, G on the focused list or view (its own cursor or scroll actions)."""
+        names = {
+            "down": ("cursor_down", "scroll_down"),
+            "up": ("cursor_up", "scroll_up"),
+            "top": ("scroll_top", "first", "scroll_home"),
+            "bottom": ("scroll_bottom", "last", "scroll_end"),
+        }[move]
+        widget = self.focused
+        if widget is None:
+            return
+        for name in names:
+            if callable(getattr(widget, f"action_{name}", None)):
+                self.call_later(widget.run_action, name)
+                return
+
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
 
     def action_toggle_theme(self) -> None:
         self.theme = "textual-light" if self.theme == "textual-dark" else "textual-dark"
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # on the bring-up screen already: `b` leaves the footer
+        return not (action == "bringup" and self.screen.id == "bringup")
 
     def action_bringup(self) -> None:
         from spark_tui.tui.screens.bringup_screen import BringUpScreen

@@ -8,19 +8,24 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 ACTIONS = (
     ("Apply the selected fix", "apply_fix", "preview the commands per node, confirm, run, verify"),
-    ("Next fix of the selected diagnosis", "next_fix", "mark the next fix in order"),
-    ("Relaunch the recipe", "relaunch", "stop the stack, drop caches, launch, smoke request"),
+    ("Next fix of the selected wall", "next_fix", "mark the next fix in order"),
+    ("Relaunch the recipe", "relaunch", "preview, confirm: stop, drop caches, launch, smoke"),
     ("Stop serving", "stop_stack", "stop the serving stack and Ray on every node (logs kept)"),
     ("Guided bring-up", "bringup", "cluster, recipe, doctor, fixes, Ray, launch, smoke"),
     ("Doctor", "doctor", "read-only preflight of every node"),
-    ("Log source / merged", "cycle_log_source", "merged, then each node"),
-    ("Search the log", "search", "find text in the log"),
-    ("Follow the log on/off", "toggle_follow", "keep the newest line in view"),
+    ("Log: next wall line", "log('wall')", "scroll to the next line that matched a wall"),
+    ("Log: previous wall line", "log('wall-back')", "scroll to the previous wall line"),
+    ("Log: node", "log('node')", "every node merged, then each node"),
+    ("Log: source", "log('origin')", "every source, then the serve log, each container"),
+    ("Log: level", "log('level')", "every line, warnings and errors, errors only"),
+    ("Log: follow on/off", "log('follow')", "keep the newest line in view"),
+    ("Log: wrap long lines", "log('wrap')", "wrap, or scroll sideways (left/right)"),
+    ("Search the log", "log('search')", "find text in the log"),
     ("Undo the last recipe patch", "undo", "restore the previous recipe revision"),
     ("Export the incident report", "export_report", "Markdown to paste into a forum post"),
     ("Dark / light theme", "toggle_theme", "switch themes"),
     ("Help", "help", "every key"),
-    ("Quit", "quit", "leave spark-tui"),
+    ("Quit", "request_quit", "leave spark-tui (asks while an action runs)"),
 )
 
 
@@ -29,7 +34,7 @@ class SparkCommands(Provider):
 
     def _run(self, action: str) -> None:
         # app-wide actions live on the app, the rest on the screen the palette was opened over
-        app_wide = action in ("quit", "help", "toggle_theme", "bringup")
+        app_wide = action in ("request_quit", "help", "toggle_theme", "bringup")
         name = f"app.{action}" if app_wide else action
         self.app.call_later(self.app.run_action, name, self.screen)
 

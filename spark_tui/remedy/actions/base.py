@@ -6,11 +6,11 @@ runs and what it verifies. One class per kind (the registry in this package); th
 from __future__ import annotations
 
 import abc
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from spark_tui import shell
 from spark_tui.clock import Clock
 from spark_tui.events import ActionProgress
 from spark_tui.kb.schema import Action
@@ -155,6 +155,7 @@ class RunContext:
     emit: Emit
     result: Any  # spark_tui.remedy.fixes.FixResult
     hooks: SessionHooks = field(default_factory=NoHooks)
+    stop: threading.Event | None = None  # set when spark-tui is closing: waits end early
 
     def fail(self, node: str | None, message: str, step: str) -> bool:
         r = self.result
@@ -186,12 +187,10 @@ class RunContext:
         return res
 
     def failure_text(self, res: CommandResult) -> str:
-        """Why a command failed, in one line (with the sudoers hint for a password prompt)."""
-        tail = res.tail(5)
-        why = "timed out" if res.timed_out else f"exit {res.exit_code}"
-        if shell.needs_sudo_password(tail):
-            return f"{why}: sudo needs a password. {shell.SUDOERS_HINT}"
-        return f"{why}: {tail}" if tail else why
+        """Why a command failed, in one line."""
+        from spark_tui.remedy.launch import failure_text
+
+        return failure_text(res)
 
 
 class ActionKind(abc.ABC):

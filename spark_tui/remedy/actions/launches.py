@@ -36,6 +36,7 @@ def run_launch(planned: PlannedAction, ctx: RunContext) -> bool:
         ctx.run_id,
         ctx.context,
         abort=ctx.hooks.launch_blocker,
+        stop=ctx.stop,
     )
     steps = planned.launch.steps
     first = next((i for i, s in enumerate(steps) if s.phase != "preflight"), len(steps))

@@ -81,6 +81,9 @@ class RunCommand(_PerNode):
         template = str(params["command"])
         if values is None:
             command = shell._PLACEHOLDER.sub(lambda m: f"<{m.group(1)}>", template)
+            # <node.fabric_if> stands where a quoted value will: root is `sudo -n CMD` as run
+            if params.get("root") and shell.simple_words(shell._PLACEHOLDER.sub("X", template)):
+                return "sudo -n " + command
         else:
             command = shell.fill(template, values)
         return shell.as_root(command) if params.get("root") else command
@@ -174,6 +177,8 @@ def _wait_back(transport: Transport, node: str, before: str | None, ctx: RunCont
             )
         )
         ctx.clock.sleep(min(REBOOT_POLL_S, left))
+        if ctx.stop is not None and ctx.stop.is_set():
+            return False  # spark-tui is closing: the node reboots without us watching
         now_id = _boot_id(transport)
         if now_id is not None and now_id != before:
             ctx.journal.append(

@@ -17,10 +17,14 @@ def _exit(argv: list[str], ctx: Ctx, stdin: str) -> Out:
 
 def _sudo(argv: list[str], ctx: Ctx, stdin: str) -> Out:
     rest = argv[1:]
+    options = []
     while rest and rest[0].startswith("-"):
+        options.append(rest[0])
         rest = rest[2:] if rest[0] in ("-u", "-g") else rest[1:]
     if not rest:
         return Out(1, "", "usage: sudo -h | -K | -k | -V\n")
+    if "-l" in options:  # `sudo -l CMD`: is it allowed? (it is, here) — nothing runs
+        return Out(0, " ".join([f"/usr/bin/{rest[0]}", *rest[1:]]) + "\n")
     # passwordless sudo on the simulated nodes
     return dispatch(rest, ctx.child(root=True), stdin)
 

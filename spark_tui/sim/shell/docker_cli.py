@@ -249,6 +249,34 @@ def _rename(sub: str, args: list[str], ctx: Ctx, stdin: str) -> Out:
     return Out(0)
 
 
+def _update(sub: str, args: list[str], ctx: Ctx, stdin: str) -> Out:
+    """docker update --restart=POLICY CONTAINER...: prints each container it changed."""
+    policy = None
+    refs: list[str] = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a.startswith("--restart="):
+            policy = a.split("=", 1)[1]
+        elif a == "--restart" and i + 1 < len(args):
+            policy, i = args[i + 1], i + 1
+        elif not a.startswith("-"):
+            refs.append(a)
+        i += 1
+    if not refs:
+        return Out(1, "", '"docker update" requires at least 1 argument.\n')
+    out, err = [], []
+    for ref in refs:
+        c = dk.find(ctx.node, ref)
+        if c is None:
+            err.append(dk.no_such(ref))
+            continue
+        if policy is not None:
+            c.restart_policy = policy
+        out.append(ref + "\n")
+    return Out(1 if err else 0, "".join(out), "".join(err))
+
+
 def _inspect(sub: str, args: list[str], ctx: Ctx, stdin: str) -> Out:
     """docker inspect: JSON, or -f with a Go template."""
     node = ctx.node
@@ -339,6 +367,7 @@ _SUBCOMMANDS: dict[str, Callable[[str, list[str], Ctx, str], Out]] = {
     "restart": _lifecycle,
     "start": _lifecycle,
     "rename": _rename,
+    "update": _update,
     "inspect": _inspect,
     "images": _images,
     "image": _images,

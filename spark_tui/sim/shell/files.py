@@ -1,12 +1,13 @@
 """Files of a simulated node or container: /proc, /sys/class/net, sysctl writes
 (drop_caches), root-only paths, and the commands that read and move them (cat, ls, test,
-mv, rm, sync, find)."""
+mv, rm, sync, sysctl, find)."""
 
 from __future__ import annotations
 
+import fnmatch
 import re
 
-from spark_tui.sim.shell.context import CONTAINER, Command, Ctx, Out
+from spark_tui.sim.shell.context import Command, Ctx, Out
 from spark_tui.sim.timedlog import TimedLog
 
 ROOT_ONLY_PREFIXES = ("/proc/sys/", "/etc/", "/sys/", "/usr/", "/boot/")
@@ -195,16 +196,102 @@ def _sync(argv: list[str], ctx: Ctx, stdin: str) -> Out:
     return Out(0)
 
 
+def _sysctl(argv: list[str], ctx: Ctx, stdin: str) -> Out:
+    """`sysctl -w KEY=VALUE` (as root) writes /proc/sys/KEY; `sysctl KEY` reads it."""
+    out, err, rc = "", "", 0
+    for arg in argv[1:]:
+        if arg.startswith("-"):
+            continue
+        key, eq, value = arg.partition("=")
+        path = "/proc/sys/" + key.replace(".", "/")
+        if eq:
+            code, _ = write_path(ctx, path, value + "\n", append=False)
+            if code:
+                err += f'sysctl: permission denied on key "{key}"\n'
+                rc = 1
+                continue
+            out += f"{key} = {value}\n"
+        else:
+            text = read_path(ctx, path)
+            if text is None:
+                err += f"sysctl: cannot stat {path}: No such file or directory\n"
+                rc = 1
+                continue
+            out += f"{key} = {text.strip()}\n"
+    return Out(rc, out, err)
+
+
 def _find(argv: list[str], ctx: Ctx, stdin: str) -> Out:
-    """`find / -xdev -type f -name 'libnccl.so.2*' -printf '%s %p\\n' -exec sha256sum {} +`
-    in a container: the image's NCCL files (one build, or the OS's and the wheel's)."""
-    pattern = argv[argv.index("-name") + 1] if "-name" in argv else ""
-    if "libnccl" not in pattern:
+    """`find [-L] ROOT... [-name GLOB] [-printf FMT]`: in a container, the image's NCCL files
+    (`find / -xdev -type f -name 'libnccl.so.2*' -printf '%s %p\\n' -exec sha256sum {} +`);
+    on a node, the model checkpoints it holds under ROOT, shard by shard (a truncated shard
+    short, as the weight load finds it)."""
+    pattern = argv[argv.index("-name") + 1] if "-name" in argv else "*"
+    if ctx.container is not None:
+        if "libnccl" not in pattern:
+            return Out(0, "")
+        files = ctx.world.faults.nccl_files()
+        out = "".join(f"{size} {path}\n" for path, size, _ in files)
+        out += "".join(f"{digest}  {path}\n" for path, _, digest in files)
+        return Out(0, out)
+    if len(argv) > 1 and argv[1].startswith("/sys/fs/pstore"):  # root only, and empty:
+        if not ctx.root:  # no crash was kept
+            return Out(1, "", f"find: '{argv[1]}': Permission denied\n")
         return Out(0, "")
-    files = ctx.world.faults.nccl_files()
-    out = "".join(f"{size} {path}\n" for path, size, _ in files)
-    out += "".join(f"{digest}  {path}\n" for path, _, digest in files)
-    return Out(0, out)
+    fmt = argv[argv.index("-printf") + 1] if "-printf" in argv else "%p\\n"
+    skip = {"-name", "-printf", "-type", "-maxdepth", "-mindepth"}
+    roots, i = [], 1
+    while i < len(argv):
+        a = argv[i]
+        if a in skip:
+            i += 2
+            continue
+        if not a.startswith("-") and not a.startswith("("):
+            roots.append(a.rstrip("/"))
+        i += 1
+    home = ctx.env.get("HOME", "/home/milo")
+    out, missing = [], []
+    for root in roots or ["."]:
+        files = [(p, n) for p, n in _checkpoint_files(ctx, home) if p.startswith(root + "/")]
+        if (
+            not files
+            and not exists(ctx, root)
+            and not any(d.startswith(root + "/") or d == root for d, _ in _model_dirs(ctx, home))
+        ):
+            missing.append(f"find: '{root}': No such file or directory\n")
+        for path, size in files:
+            if fnmatch.fnmatch(path.rsplit("/", 1)[-1], pattern):
+                line = fmt.replace("%s", str(size)).replace("%p", path).replace("\\n", "\n")
+                out.append(line)
+    return Out(1 if missing else 0, "".join(out), "".join(missing))
+
+
+def _model_dirs(ctx: Ctx, home: str) -> list[tuple[str, int]]:
+    """The node's checkpoint directories (absolute host paths) and their sizes."""
+    dirs: dict[str, int] = {}
+    for path, size in ctx.node.models.items():
+        if path.startswith("~/"):
+            dirs[home + path[1:]] = size
+        elif path.startswith("/"):
+            dirs[path] = size
+    return sorted(dirs.items())
+
+
+def _checkpoint_files(ctx: Ctx, home: str) -> list[tuple[str, int]]:
+    """Every shard of every checkpoint: a Hub cache entry keeps them under snapshots/."""
+    from spark_tui.sim import models
+
+    corrupt = ctx.world.faults.corrupt_shard
+    files: list[tuple[str, int]] = []
+    for directory, size in _model_dirs(ctx, home):
+        name = directory.rsplit("/", 1)[-1]
+        shards = models.info(name.replace("models--", "").replace("--", "/")).shards
+        short = round(corrupt[0] / corrupt[1] * shards) if corrupt else None
+        where = f"{directory}/snapshots/main" if name.startswith("models--") else directory
+        for k in range(1, shards + 1):
+            bytes_ = size // shards if k != short else size // shards * 37 // 100
+            files.append((f"{where}/model-{k:05d}-of-{shards:05d}.safetensors", bytes_))
+    return files
 
 
 def _du(argv: list[str], ctx: Ctx, stdin: str) -> Out:
@@ -230,5 +317,6 @@ COMMANDS = {
     "mv": Command(_mv),
     "rm": Command(_rm),
     "sync": Command(_sync),
-    "find": Command(_find, CONTAINER),
+    "sysctl": Command(_sysctl),
+    "find": Command(_find),
 }

@@ -41,13 +41,102 @@ def _run_script(script: str, ctx: Ctx, stdin: str, total: Out) -> Out:
         pipelines = sh.parse(script)
     except sh.ShellSyntaxError as exc:
         return Out(2, "", f"sh: 1: {exc}\n")
+    try:
+        return _run_list(pipelines, ctx, stdin, total)
+    except sh.ShellSyntaxError as exc:
+        total.err += f"sh: 1: {exc}\n"
+        total.rc = 2
+        return total
+
+
+OPENERS = {"for": "done", "while": "done", "until": "done", "if": "fi"}
+
+
+def _head(p: sh.Pipeline) -> str | None:
+    """The first word of a pipeline when it is a reserved word (for, do, done, if, …)."""
+    words = p.commands[0].words if p.commands else []
+    first = words[0].literal() if words else None
+    return first if first in (*OPENERS, "do", "done", "then", "else", "elif", "fi") else None
+
+
+def _without_head(p: sh.Pipeline) -> sh.Pipeline | None:
+    """The pipeline after its reserved word (None when nothing follows it)."""
+    first, *rest = p.commands
+    if len(first.words) <= 1 and not first.redirs:
+        return sh.Pipeline(rest, p.connector) if rest else None
+    return sh.Pipeline([sh.Command(first.words[1:], first.redirs), *rest], p.connector)
+
+
+def _block(
+    pipes: list[sh.Pipeline], i: int, ends: tuple[str, ...], first: sh.Pipeline | None = None
+) -> tuple[list, int]:
+    """Pipelines from i up to (not with) the first one starting with one of `ends` at this
+    depth, and that one's index; `first` is what followed the reserved word opening the
+    block (an `if` after `do` opens a level)."""
+    depth, out = (1 if first is not None and _head(first) in OPENERS else 0), []
+    while i < len(pipes):
+        head = _head(pipes[i])
+        if depth == 0 and head in ends:
+            return out, i
+        if head in OPENERS:
+            depth += 1
+        elif head in ("done", "fi"):
+            depth -= 1
+        out.append(pipes[i])
+        i += 1
+    raise sh.ShellSyntaxError(f"Syntax error: end of file unexpected (expecting {ends[0]!r})")
+
+
+def _run_list(pipes: list[sh.Pipeline], ctx: Ctx, stdin: str, total: Out) -> Out:
+    """Run pipelines joined by ; && || &, with for/do/done and if/then/else/fi as sh has."""
     prev_connector = ";"
-    for p in pipelines:
-        run = True
-        if prev_connector == "&&" and ctx.last_rc != 0:
-            run = False
-        if prev_connector == "||" and ctx.last_rc == 0:
-            run = False
+    i = 0
+    while i < len(pipes):
+        p = pipes[i]
+        run = not (
+            (prev_connector == "&&" and ctx.last_rc != 0)
+            or (prev_connector == "||" and ctx.last_rc == 0)
+        )
+        head = _head(p)
+        if head == "for":
+            words = p.commands[0].words
+            if len(words) < 3 or words[2].literal() != "in":
+                raise sh.ShellSyntaxError("Syntax error: for NAME in WORDS expected")
+            var = words[1].literal() or ""
+            _, j = _block(pipes, i + 1, ("do",))
+            opening = _without_head(pipes[j])
+            body, end = _block(pipes, j + 1, ("done",), opening)
+            body = [b for b in (opening, *body) if b is not None]
+            if run:
+                items = [f for w in words[3:] for f in _expand(w, ctx)]
+                ctx.last_rc = 0
+                for item in items:
+                    ctx.env[var] = item
+                    _run_list(body, ctx, stdin, total)
+                total.rc = ctx.last_rc
+            prev_connector, i = pipes[end].connector, end + 1
+            continue
+        if head == "if":
+            opening = _without_head(p)
+            cond, j = _block(pipes, i + 1, ("then",), opening)
+            cond = [c for c in (opening, *cond) if c is not None]
+            opening = _without_head(pipes[j])
+            then, k = _block(pipes, j + 1, ("else", "fi"), opening)
+            then = [t for t in (opening, *then) if t is not None]
+            other: list[sh.Pipeline] = []
+            end = k
+            if _head(pipes[k]) == "else":
+                opening = _without_head(pipes[k])
+                other, end = _block(pipes, k + 1, ("fi",), opening)
+                other = [o for o in (opening, *other) if o is not None]
+            if run:
+                _run_list(cond, ctx, stdin, total)
+                branch = then if ctx.last_rc == 0 else other
+                ctx.last_rc = 0
+                _run_list(branch, ctx, stdin, total)
+                total.rc = ctx.last_rc
+            prev_connector, i = pipes[end].connector, end + 1
+            continue
         if run:
             r = _run_pipeline(p, ctx, stdin, background=p.connector == "&")
             total.out += r.out
@@ -57,6 +146,7 @@ def _run_script(script: str, ctx: Ctx, stdin: str, total: Out) -> Out:
             if ctx.blocked:
                 return total
         prev_connector = p.connector
+        i += 1
     return total
 
 

@@ -139,8 +139,63 @@ def _tee(argv: list[str], ctx: Ctx, stdin: str) -> Out:
     return Out(0, stdin)
 
 
+def _sort(argv: list[str], ctx: Ctx, stdin: str) -> Out:
+    """`sort [-n] [-r] [-u] [-k N[,M]] [-t SEP] [FILE...]`: coreutils' sort for the fields
+    and flags scripts use (whitespace-separated fields unless -t)."""
+    args, files, flags = argv[1:], [], set()
+    key: int | None = None
+    sep: str | None = None
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a in ("-k", "-t") and i + 1 < len(args):
+            value = args[i + 1]
+            i += 1
+            if a == "-k":
+                key = int(value.split(",")[0].rstrip("nr") or 1)
+                flags.update(c for c in value if c in "nr")
+            else:
+                sep = value
+        elif a.startswith("-k") and len(a) > 2:
+            key = int(a[2:].split(",")[0].rstrip("nr") or 1)
+        elif a.startswith("-") and len(a) > 1:
+            flags.update(a[1:])
+        else:
+            files.append(a)
+        i += 1
+    text = stdin
+    if files:
+        parts = [read_path(ctx, f) for f in files]
+        missing = [f for f, t in zip(files, parts, strict=True) if t is None]
+        if missing:
+            return Out(2, "", f"sort: cannot read: {missing[0]}: No such file or directory\n")
+        text = "".join(t or "" for t in parts)
+
+    def field(line: str) -> str:
+        if key is None:
+            return line
+        cols = line.split(sep) if sep is not None else line.split()
+        return (sep or " ").join(cols[key - 1 :]) if len(cols) >= key else ""
+
+    def order(line: str) -> tuple:
+        f = field(line)
+        if "n" in flags:
+            head = f.split()[0] if f.split() else ""
+            try:
+                return (float(head), line)
+            except ValueError:
+                return (0.0, line)
+        return (f, line)
+
+    lines = sorted(text.splitlines(), key=order, reverse="r" in flags)
+    if "u" in flags:
+        lines = list(dict.fromkeys(lines))
+    return Out(0, "".join(line + "\n" for line in lines))
+
+
 COMMANDS = {
     "grep": Command(_grep),
+    "sort": Command(_sort),
     "tail": Command(_tail),
     "head": Command(_head),
     "wc": Command(_wc),

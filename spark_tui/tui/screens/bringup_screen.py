@@ -46,6 +46,7 @@ GLYPH = {"pending": "○", "running": "◐", "ok": "✓", "failed": "✗", "skip
 class BringUpScreen(Screen):
     """A list of steps on the left, the selected step on the right."""
 
+    HORIZONTAL_BREAKPOINTS: ClassVar = [(0, "-narrow"), (100, "-wide")]
     BINDINGS: ClassVar = [
         Binding("g", "run_step", "Run step"),
         Binding("a", "apply_fix", "Apply fix"),
@@ -59,6 +60,7 @@ class BringUpScreen(Screen):
         self.driver.confirm = self._ask  # the engine asks before disruptive fixes
         self.step = self.driver.resume_step()
         self.outcome: StepOutcome | None = None
+        self.running: str | None = None  # "bring-up STEP" while a step runs (quit asks)
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -79,7 +81,7 @@ class BringUpScreen(Screen):
                         yield ProgressBar(total=100, id="step-progress", show_eta=False)
                         yield Log(id="step-log", max_lines=5000)
                 yield Static("", id="step-result")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.sub_title = "guided bring-up · " + self.session.describe()
@@ -200,6 +202,7 @@ class BringUpScreen(Screen):
             return
         self.query_one("#step-log", Log).clear()
         self.driver.mark(self.step, "running")
+        self.running = f"bring-up step {self.step}"
         self._refresh_labels()
         self.run_engine_step(self.step)
 
@@ -218,6 +221,7 @@ class BringUpScreen(Screen):
 
     def _step_done(self, outcome: StepOutcome) -> None:
         self.outcome = outcome
+        self.running = None
         self.driver.mark(outcome.step, "ok" if outcome.ok else "failed")
         self._refresh_labels()
         self.app.post_message(

@@ -20,18 +20,20 @@ class ConfirmModal(ModalScreen[bool]):
         Binding("n,escape", "answer(False)", "No"),
     ]
 
-    def __init__(self, prompt: str, nodes: tuple[str, ...]) -> None:
+    def __init__(self, prompt: str, nodes: tuple[str, ...] | None, yes: str = "Yes (y)") -> None:
         super().__init__(classes="confirm-modal")
         self.prompt = prompt
-        self.nodes = nodes
+        self.nodes = nodes  # None or (): the question is not about nodes
+        self.yes = yes
 
     def compose(self) -> ComposeResult:
         with Vertical(id="confirm-dialog"):
             yield Static(Text(self.prompt, style="bold"))
-            yield Static(f"Nodes: {', '.join(self.nodes) or 'none (recipe only)'}")
+            if self.nodes:
+                yield Static(f"Nodes: {', '.join(self.nodes)}")
             with Horizontal(id="confirm-buttons"):
                 yield Button("Cancel (n)", id="no")
-                yield Button("Yes (y)", id="yes", variant="warning")
+                yield Button(self.yes, id="yes", variant="warning")
 
     def on_mount(self) -> None:
         self.query_one("#no", Button).focus()

@@ -107,6 +107,11 @@ class FixModal(ModalScreen[bool]):
         nodes = ", ".join(p.nodes) or "no node (a recipe change only)"
         return Text(f"Runs on {nodes}. Run it? y / n")
 
+    @property
+    def running(self) -> str | None:
+        """The action while it runs (quit asks first), else None."""
+        return self.action if self.phase == "running" else None
+
     # --- actions ----------------------------------------------------------------
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "apply":

@@ -1,17 +1,22 @@
-"""The main screen: node panes, the log, the walls seen and their fixes, the status line."""
+"""The main screen: node panes, the log, the walls seen and their fixes, the status line.
+
+Wide terminals show full node panes over log | walls; small ones (under 100 columns or
+32 rows) a one-line strip per node, the walls and the marked fix, then the log.
+"""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import ClassVar
 
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Grid, Horizontal, Vertical
+from textual.containers import Grid, Vertical
 from textual.css.query import NoMatches
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Input, Label
+from textual.widgets import Footer, Header
 
 from spark_tui.errors import SparkTuiError
 from spark_tui.events import (
@@ -23,6 +28,7 @@ from spark_tui.events import (
 )
 from spark_tui.session import Session
 from spark_tui.tui.event_pump import Batch
+from spark_tui.tui.hints import Situation, next_step
 from spark_tui.tui.messages import (
     ActionFinished,
     DiagnosisChosen,
@@ -35,26 +41,35 @@ from spark_tui.tui.screens.fix_modal import FixModal
 from spark_tui.tui.screens.output_screen import OutputScreen
 from spark_tui.tui.widgets.diagnoses_table import DiagnosesTable
 from spark_tui.tui.widgets.diagnosis_detail import DiagnosisDetail
-from spark_tui.tui.widgets.log_view import LogView
+from spark_tui.tui.widgets.log_pane import LogPane
 from spark_tui.tui.widgets.node_pane import NodePane
 from spark_tui.tui.widgets.status_line import StatusLine
+
+STORY_REQUESTS = 8  # a simulated story's client sends this many chat requests, at most
+STORY_REQUEST_EVERY_S = 8.0  # real seconds between two of them
 
 
 class MainScreen(Screen):
     """Everything live at once; the keys act on the selected diagnosis and the cluster."""
 
     HORIZONTAL_BREAKPOINTS: ClassVar = [(0, "-narrow"), (100, "-wide")]
+    VERTICAL_BREAKPOINTS: ClassVar = [(0, "-short"), (32, "-tall")]
     BINDINGS: ClassVar = [
-        Binding("a", "apply_fix", "Apply fix"),
+        Binding("a", "apply_fix", "Fix"),
         Binding("right_square_bracket", "next_fix", "Next fix", show=False),
         Binding("r", "relaunch", "Relaunch"),
         Binding("s", "stop_stack", "Stop"),
         Binding("d", "doctor", "Doctor"),
-        Binding("l", "cycle_log_source", "Log src"),
-        Binding("slash", "search", "Search"),
-        Binding("f", "toggle_follow", "Follow"),
-        Binding("u", "undo", "Undo patch"),
-        Binding("e", "export_report", "Export"),
+        Binding("slash", "log('search')", "Search"),
+        Binding("n", "log('wall')", "Next wall line", show=False),
+        Binding("N", "log('wall-back')", "Previous wall line", show=False),
+        Binding("l", "log('node')", "Log node", show=False),
+        Binding("o", "log('origin')", "Log source", show=False),
+        Binding("v", "log('level')", "Log level", show=False),
+        Binding("f", "log('follow')", "Follow", show=False),
+        Binding("w", "log('wrap')", "Wrap", show=False),
+        Binding("u", "undo", "Undo patch", show=False),
+        Binding("e", "export_report", "Export", show=False),
     ]
 
     def __init__(self, session: Session, scrollback: int = 100_000) -> None:
@@ -63,7 +78,13 @@ class MainScreen(Screen):
         self.scrollback = scrollback
         self.output: OutputScreen | None = None
         self.selected_key: str | None = None
-        self.user_chose = False  # the user picked a row: stop following the newest
+        self.user_chose = False  # the user picked a row: stop following the most severe
+        self.running: str | None = None  # the action this screen's worker runs
+        self.last_result: tuple[str, bool, str] | None = None  # (action, ok, summary)
+        self.story = False  # a simulated scenario plays its story (launch, then a client)
+        self._memory: dict[str, object] = {"fixed": False, "launched": False}
+        self._serving: float | None = None
+        self._story_stop = threading.Event()
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -71,26 +92,25 @@ class MainScreen(Screen):
             with Grid(id="nodes"):
                 for node in self.session.config.nodes:
                     yield NodePane(node)
-            with Horizontal(id="lower"):
-                with Vertical(id="log-pane"):
-                    yield Label("log: every node, merged · follow on", id="log-title")
-                    yield LogView(self.scrollback, id="log")
-                    yield Input(
-                        placeholder="search the log (Enter: next)", id="search", classes="-hidden"
-                    )
+            with Vertical(id="lower"):
                 with Vertical(id="diag-pane"):
-                    yield DiagnosesTable(id="diagnoses")
+                    yield DiagnosesTable(simulated=self.session.simulated, id="diagnoses")
                     yield DiagnosisDetail(self._fix_lines, id="detail")
+                names = [n.name for n in self.session.config.nodes]
+                yield LogPane(names, self.scrollback, id="log-pane")
         yield StatusLine(id="status")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
-        status = self.query_one(StatusLine)
-        status.cluster = self.session.describe()
-        status.recipe = self.session.recipe_label()
-        status.read_only = self.session.read_only
+        self.query_one(StatusLine).read_only = self.session.read_only
         n = len(self.session.config.nodes)
         self.query_one("#nodes", Grid).add_class(f"-cols-{min(3, max(1, n))}")
+        self.add_class("-no-walls")
+        self.refresh_status()
+
+    def on_resize(self) -> None:
+        compact = self.has_class("-narrow") or self.has_class("-short")
+        self.query_one(DiagnosisDetail).compact = compact
 
     def _fix_lines(self, diagnosis, fix) -> list[str]:
         return self.session.fix_lines(diagnosis, fix)
@@ -99,46 +119,55 @@ class MainScreen(Screen):
     def apply_batch(self, batch: Batch) -> None:
         """Show one batch of monitor events (UI thread)."""
         try:
-            log = self.query_one(LogView)
+            pane = self.query_one(LogPane)
         except NoMatches:
             return  # the app is closing: its panes are already gone
-
+        log = pane.view
         for lines in batch.logs:
-            log.add_lines(lines.node, lines.lines, lines.marks)
+            log.add_lines(lines.node, lines.lines, lines.marks, lines.source)
         if batch.dropped_lines:
             log.add_lines(
                 "spark-tui", [f"… {batch.dropped_lines} lines skipped (display fell behind)"]
             )
+        if batch.logs:
+            pane.update_title()
         table = self.query_one(DiagnosesTable)
+        head = self.session.config.head.name
         for event in batch.events:
             if isinstance(event, NodeSampled) and self._has(event.node):
                 self._pane(event.node).set_state(event.state)
+                if event.node == head:
+                    s = event.state.serving
+                    self._serving = (s.tok_s or 0.0) if s.phase == "serving" else None
             elif isinstance(event, ReachabilityChanged) and self._has(event.node):
                 self._pane(event.node).set_reachability(event.reachability)
                 self.post_message(ReachabilityShown(event.node, event.reachability.reachable))
             elif isinstance(event, DiagnosisRaised):
                 key = table.upsert(event.diagnosis)
-                self._auto_select(key, event.diagnosis, event.new)
+                self.remove_class("-no-walls")
+                self._auto_select(key, event.new)
                 self.post_message(DiagnosisShown(event.diagnosis, event.new))
             elif isinstance(event, DiagnosisResolved):
                 key = table.upsert(event.diagnosis)
                 if key == self.selected_key:
-                    self._show_diagnosis(key)
-            elif isinstance(event, ActionProgress):
-                self.set_last_action(f"{event.step}: {event.status}", event.status != "failed")
+                    self._auto_select(table.first_active() or key, True, resolved=True)
+        if batch.events:
+            self.refresh_status()
 
-    def _auto_select(self, key: str, diagnosis, new: bool) -> None:
-        """Until the user picks a row, show the most severe diagnosis, the newest among
-        equals; a repeat of another row never takes the selection."""
-        if self.user_chose or (not new and key != self.selected_key):
+    def _auto_select(self, key: str, new: bool, resolved: bool = False) -> None:
+        """Until the user picks a row, show the wall on top (active, most severe, newest);
+        a repeat of another row never takes the selection."""
+        table = self.query_one(DiagnosesTable)
+        if self.user_chose and not resolved:
             if key == self.selected_key:
                 self._show_diagnosis(key)  # its evidence may have grown
             return
-        current = self.query_one(DiagnosesTable).diagnoses.get(self.selected_key or "")
-        rank = {"error": 0, "warning": 1, "info": 2}
-        if current is None or rank[diagnosis.severity] <= rank[current.severity]:
-            table = self.query_one(DiagnosesTable)
-            table.move_cursor(row=table.get_row_index(key), scroll=True)
+        top = table.first_active()
+        target = top if top is not None and (new or resolved) else self.selected_key or key
+        if target != self.selected_key or resolved:
+            table.move_cursor(row=table.get_row_index(target), scroll=True)
+            self._show_diagnosis(target)
+        elif target == key:
             self._show_diagnosis(key)
 
     def _has(self, node: str) -> bool:
@@ -152,6 +181,7 @@ class MainScreen(Screen):
         self.query_one(DiagnosisDetail).diagnosis = self.query_one(DiagnosesTable).diagnoses.get(
             key
         )
+        self.refresh_status()
 
     def on_diagnosis_chosen(self, message: DiagnosisChosen) -> None:
         if message.key != self.selected_key:
@@ -159,65 +189,59 @@ class MainScreen(Screen):
         self._show_diagnosis(message.key)
 
     def on_node_chosen(self, message: NodeChosen) -> None:
-        self._set_log_source(message.node)
+        self.query_one(LogPane).show_node(message.node)
+
+    # --- the status line ------------------------------------------------------------
+    def refresh_status(self, **changes: object) -> None:
+        """Say what is happening and which key comes next (after any change); `changes`
+        update what the screen remembers (fixed, launched, last_failed, requests)."""
+        self._memory.update(changes)
+        detail = self.query_one(DiagnosisDetail)
+        d = detail.diagnosis
+        wall = d if d is not None and d.active and d.severity != "info" else None
+        fix = detail.selected_fix() if wall is not None else None
+        recipe = self.session.recipe()
+        s = Situation(
+            recipe=recipe.id if recipe else None,
+            running=self.running,
+            wall=wall,
+            fix_title=fix.title if fix else None,
+            fix_number=detail.fix_index % max(1, len(detail.fixes())) + 1,
+            serving=self._serving,
+            **self._memory,  # type: ignore[arg-type]
+        )
+        now, key = next_step(s)
+        status = self.query_one(StatusLine)
+        status.now, status.next_key = now, key
+        if s.running is not None:
+            status.tone = ""
+        elif wall is not None and wall.severity == "error":
+            status.tone = "error"
+        elif s.serving is not None:
+            status.tone = "ok"
+        elif wall is not None:
+            status.tone = wall.severity
+        else:
+            status.tone = "error" if s.last_failed else ""
+        status.recipe = self.session.recipe_label()
 
     def set_last_action(self, text: str, ok: bool | None) -> None:
-        status = self.query_one(StatusLine)
-        status.last_action, status.last_ok = text, ok
-        status.recipe = self.session.recipe_label()  # a fix may have patched or switched it
-
-    # --- log ----------------------------------------------------------------------
-    def _set_log_source(self, node: str | None) -> None:
-        log = self.query_one(LogView)
-        log.source = node
-        self._update_log_title()
-
-    def _update_log_title(self) -> None:
-        log = self.query_one(LogView)
-        src = "every node, merged" if log.source is None else log.source
-        follow = "on" if log.follow else "off"
-        search = f" · search: {log.search}" if log.search else ""
-        self.query_one("#log-title", Label).update(f"log: {src} · follow {follow}{search}")
-
-    def action_cycle_log_source(self) -> None:
-        names: list[str | None] = [None, *(n.name for n in self.session.config.nodes)]
-        current = self.query_one(LogView).source
-        self._set_log_source(names[(names.index(current) + 1) % len(names)])
-
-    def action_toggle_follow(self) -> None:
-        log = self.query_one(LogView)
-        log.follow = not log.follow
-        self._update_log_title()
-
-    def action_search(self) -> None:
-        box = self.query_one("#search", Input)
-        box.remove_class("-hidden")
-        box.focus()
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        if event.input.id != "search":
-            return
-        row = self.query_one(LogView).find_next(event.value)
-        self._update_log_title()
-        if event.value and row is None:
-            self.notify(f"not in the log: {event.value}", severity="warning")
-
-    def on_key(self, event) -> None:
-        box = self.query_one("#search", Input)
-        if event.key == "escape" and box.has_focus:
-            box.add_class("-hidden")
-            self.query_one(LogView).focus()
-            event.stop()
+        """An action's outcome, for the status line."""
+        self.refresh_status(last_failed=None if ok is not False else text)
 
     # --- actions ------------------------------------------------------------------
+    def action_log(self, what: str) -> None:
+        self.query_one(LogPane).act(what)
+
     def action_next_fix(self) -> None:
         self.query_one(DiagnosisDetail).next_fix()
+        self.refresh_status()
 
     def action_apply_fix(self) -> None:
         detail = self.query_one(DiagnosisDetail)
         diagnosis, fix = detail.diagnosis, detail.selected_fix()
         if diagnosis is None or fix is None:
-            self.notify("Select a diagnosis with a fix first.", severity="warning")
+            self.notify("Select a wall with a fix first.", severity="warning")
             return
         self._preview("fix", lambda: self.session.plan_fix(diagnosis, fix))
 
@@ -229,6 +253,9 @@ class MainScreen(Screen):
 
     def _preview(self, action: str, make_plan: Callable) -> None:
         """Plan it and show the plan (preview == run); the modal confirms and runs it."""
+        if self.app.running_action() is not None:
+            self.notify(f"{self.app.running_action()} is running: wait for it.", severity="warning")
+            return
         try:
             plan = make_plan()
         except SparkTuiError as exc:
@@ -240,7 +267,6 @@ class MainScreen(Screen):
     def _start(self, action: str, title: str, job: Callable) -> None:
         self.output = OutputScreen(title)
         self.app.push_screen(self.output)
-        self.set_last_action(f"{action}: running", None)
         self.run_action_worker(action, job)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="cluster-action")
@@ -248,6 +274,7 @@ class MainScreen(Screen):
         def progress(p: ActionProgress) -> None:
             self.post_message(ProgressReported(action, p))
 
+        self.app.call_from_thread(self._started, action)
         try:
             ok, summary = job(progress)
         except SparkTuiError as exc:  # refused (read-only), bad input, a node that failed
@@ -256,14 +283,35 @@ class MainScreen(Screen):
             ok, summary = False, f"{type(exc).__name__}: {exc}"
         self.post_message(ActionFinished(action, ok, summary))
 
+    def _started(self, action: str) -> None:
+        self.running = action
+        self.refresh_status()
+
     def play_scenario(self) -> None:
-        """A simulated scenario plays its story: its recipe is launched, as its people did."""
-        self.set_last_action("launching the scenario's recipe (simulated cluster)", None)
+        """A simulated scenario plays its story: its recipe is launched, as its people did,
+        and once it serves a client sends requests (some walls come only under load)."""
+        self.story = True
         self.run_action_worker("launch", self._launch_job)
 
     def _launch_job(self, progress: Callable[[ActionProgress], None]) -> tuple[bool, str]:
         result = self.session.apply(self.session.plan_launch(), progress=progress, yes=True)
         return result.ok, result.summary()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="story-client")
+    def story_client(self) -> None:
+        """The story's client: a chat request every few seconds until one fails."""
+        for sent in range(1, STORY_REQUESTS + 1):
+            try:
+                ok, what = self.session.chat_request()
+            except SparkTuiError as exc:
+                ok, what = False, str(exc)
+            words = f"request {sent}: {what}" if ok else f"request {sent} failed"
+            self.app.call_from_thread(self.refresh_status, requests=words)
+            if not ok or self._story_stop.wait(STORY_REQUEST_EVERY_S):
+                return
+
+    def on_unmount(self) -> None:
+        self._story_stop.set()
 
     def action_doctor(self) -> None:
         self._start("doctor", "Doctor: read-only preflight", self._doctor_job)
@@ -299,6 +347,25 @@ class MainScreen(Screen):
 
     def on_action_finished(self, message: ActionFinished) -> None:
         message.stop()
-        self.set_last_action(f"{message.action}: {message.summary}", message.ok)
+        self.finished(message)
+
+    def finished(self, message: ActionFinished) -> None:
+        """An action ended (this screen's worker, or a fix modal's run): the status says
+        what comes next; a simulated story's launch that serves starts its client."""
+        if message.action == self.running:
+            self.running = None
+        self.last_result = (message.action, message.ok, message.summary)
+        launched = message.action in ("launch", "relaunch")
+        changes: dict[str, object] = {
+            "last_failed": None if message.ok else f"{message.action}: {message.summary}",
+            "launched": bool(self._memory["launched"]) or launched,
+            "fixed": (message.action == "fix" and message.ok)
+            or (bool(self._memory["fixed"]) and not launched),
+        }
+        if launched:
+            changes["requests"] = None
+        self.refresh_status(**changes)
         if self.output is not None and self.output.is_attached:
             self.output.finish(message.ok, message.summary)
+        if launched and message.ok and self.story:
+            self.story_client()

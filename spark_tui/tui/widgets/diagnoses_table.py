@@ -1,4 +1,5 @@
-"""The walls seen: one keyed row per wall per source, updated in place, newest first."""
+"""The walls seen: one keyed row per wall per source, updated in place; active walls first
+(most severe, then newest), resolved ones below them, dimmed, with when they resolved."""
 
 from __future__ import annotations
 
@@ -6,11 +7,12 @@ from rich.text import Text
 from textual.widgets import DataTable
 
 from spark_tui.kb.diagnosis import Diagnosis
-from spark_tui.kb.schema import SUSPECTED
+from spark_tui.kb.schema import SEVERITY_RANK, SUSPECTED
 from spark_tui.tui.formatting import clock_hms
 from spark_tui.tui.messages import DiagnosisChosen
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "green"}
+FIXED_WIDTH = 8 + 4 + 9 + 8 + 1 + 1  # node, n, state, seen (each with its gap), the scrollbar
 
 
 def diagnosis_key(d: Diagnosis) -> str:
@@ -18,72 +20,86 @@ def diagnosis_key(d: Diagnosis) -> str:
     return f"{d.wall.id}|{d.source}"
 
 
-def severity_cell(d: Diagnosis) -> Text:
-    """The severity, with "?" when the diagnosis is only suspected."""
-    mark = "?" if d.confidence == SUSPECTED else ""
-    return Text(d.severity + mark, style=SEVERITY_STYLE.get(d.severity, ""))
-
-
-def _rev(text: object) -> tuple[int, ...]:
-    """A key that sorts text A→Z inside a reverse (newest-first) sort."""
-    return tuple(-ord(c) for c in str(text))
+def row_order(d: Diagnosis) -> tuple:
+    """Active before resolved; then errors, warnings, infos; then newest first."""
+    seen = d.last_seen or d.first_seen
+    return (not d.active, SEVERITY_RANK.get(d.severity, 9), -seen, d.wall.id, d.source)
 
 
 class DiagnosesTable(DataTable):
-    """Rows keyed by 'wall|source'; a repeat only updates its count and time."""
+    """Rows keyed by 'wall|source'; a repeat only updates its count and time. The wall
+    column takes the width the others leave (wall names are never cut on 80 columns)."""
 
-    # fixed widths: rows arrive while the monitor streams, and auto widths lag behind
-    COLUMNS = (
-        ("wall", "wall", 25),
-        ("node", "node", 7),
-        ("n", "count", 3),
-        ("sev", "severity", 8),
-        ("seen", "seen", 8),
-    )
-
-    def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id, cursor_type="row", zebra_stripes=True)
+    def __init__(self, *, simulated: bool = False, id: str | None = None) -> None:
+        super().__init__(id=id, cursor_type="row", zebra_stripes=False, cell_padding=0)
         self.diagnoses: dict[str, Diagnosis] = {}
-        self._order: dict[tuple[str, str], tuple[float]] = {}
+        self.simulated = simulated
+        self._order: list[str] = []
+        self._walls: dict[str, Text] = {}  # the wall cell of each row, as stored
+        self._wall_width = 26
 
     def on_mount(self) -> None:
-        for label, key, width in self.COLUMNS:
-            self.add_column(label, key=key, width=width)
+        self.add_column(" wall", key="wall", width=self._wall_width)
+        self.add_column("node", key="node", width=8)
+        self.add_column("n", key="count", width=4)
+        self.add_column("state", key="severity", width=9)
+        # a simulated cluster runs on its own clock: say so where its times are shown
+        self.add_column("sim time" if self.simulated else "seen", key="seen", width=8)
+
+    def on_resize(self) -> None:
+        width = max(18, self.size.width - FIXED_WIDTH - 1)
+        if width != self._wall_width and self.columns:
+            self._wall_width = width
+            column = self.columns[next(iter(self.columns))]
+            column.width = width
+            column.auto_width = False
+            self._require_update_dimensions = True
+            self.refresh()
 
     def upsert(self, d: Diagnosis) -> str:
-        """Add or update the row of a diagnosis (a resolved one dimmed); returns its key."""
+        """Add or update the row of a diagnosis; returns its key."""
         key = diagnosis_key(d)
         self.diagnoses[key] = d
-        seen = clock_hms(d.last_seen or d.first_seen)
-        wall = Text(d.wall.id, style="" if d.active else "dim strike")
-        severity = severity_cell(d) if d.active else Text("resolved", style="dim")
-        if key in self.rows:
-            self.update_cell(key, "seen", seen)
-            self.update_cell(key, "count", str(d.count))
-            self.update_cell(key, "wall", wall)
-            self.update_cell(key, "severity", severity)  # readings may have confirmed it
+        if d.active:
+            wall = Text(f" {d.wall.id}")
+            # "?": only suspected (a symptom in the log; readings would confirm it)
+            mark = "?" if d.confidence == SUSPECTED else ""
+            state = Text(d.severity + mark, style=SEVERITY_STYLE.get(d.severity, ""))
+            seen = Text(clock_hms(d.last_seen or d.first_seen))
         else:
-            self.add_row(wall, d.node or d.source, str(d.count), severity, seen, key=key)
-        # newest first by the time itself; equal times in a fixed order (wall, node), never
-        # in the order events happened to arrive
-        self._order[(d.wall.id, d.node or d.source)] = (d.last_seen or d.first_seen,)
-        # a repeat of the row already on top changes nothing: no re-sort, no redraw of every row
-        if self.get_row_index(key) != 0 or len(self._order) != getattr(self, "_sorted_rows", -1):
+            wall = Text(f" {d.wall.id}", style="dim")
+            state = Text("resolved", style="dim green")
+            seen = Text(clock_hms(d.resolved_at), style="dim")
+        node = Text(d.node or d.source.split(":")[0], style="" if d.active else "dim")
+        count = Text(str(d.count), style="" if d.active else "dim")
+        if key in self.rows:
+            for column, value in (
+                ("wall", wall),
+                ("node", node),
+                ("count", count),
+                ("severity", state),
+                ("seen", seen),
+            ):
+                self.update_cell(key, column, value)
+        else:
+            self.add_row(wall, node, count, state, seen, key=key)
+        order = sorted(self.diagnoses, key=lambda k: row_order(self.diagnoses[k]))
+        self._walls[key] = wall
+        if order != self._order:  # a repeat of a row in place changes nothing: no re-sort
+            self._order = order
             selected = self.selected_key()
-            self.sort(
-                "wall",
-                "node",
-                key=lambda v: (
-                    *self._order.get((str(v[0]), str(v[1])), (0.0,)),
-                    _rev(v[0]),
-                    _rev(v[1]),
-                ),
-                reverse=True,
-            )
-            self._sorted_rows = len(self._order)
+            # the wall cell object names its row: sort by our order, through the public API
+            rank = {id(self._walls[k]): i for i, k in enumerate(order)}
+            self.sort("wall", key=lambda cell: rank.get(id(cell), len(rank)))
             if selected is not None:
                 self.move_cursor(row=self.get_row_index(selected), scroll=False)
         return key
+
+    def first_active(self) -> str | None:
+        """The key of the row on top when it is active (the wall to show first)."""
+        if self._order and self.diagnoses[self._order[0]].active:
+            return self._order[0]
+        return None
 
     def selected_key(self) -> str | None:
         if not self.row_count:

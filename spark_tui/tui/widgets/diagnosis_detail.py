@@ -11,6 +11,7 @@ from textual.widgets import Static
 
 from spark_tui.kb.diagnosis import Diagnosis
 from spark_tui.kb.schema import CONFIDENCE_WORDS, SUSPECTED, Fix
+from spark_tui.tui.formatting import clock_hms
 
 RISK_STYLE = {"safe": "green", "disruptive": "yellow", "destructive": "bold red"}
 FixRenderer = Callable[[Diagnosis, Fix], list[str]]
@@ -21,23 +22,31 @@ class DiagnosisDetail(VerticalScroll):
 
     diagnosis: reactive[Diagnosis | None] = reactive(None, always_update=True)
     fix_index: reactive[int] = reactive(0)
+    compact: reactive[bool] = reactive(False)  # little room: only the marked fix's commands
 
     def __init__(self, render_fix: FixRenderer, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._render_fix = render_fix
-        self._shown: tuple[int, int] | None = None
+        self._shown: tuple[int, int, bool] | None = None
         self.can_focus = True
 
     def compose(self):
-        yield Static("Select a diagnosis to see its cause, evidence and fixes.", id="detail-body")
+        yield Static(self.render_text(), id="detail-body")
 
     def fixes(self) -> list[Fix]:
-        """The diagnosis's fixes in order of preference (the chosen cause's first)."""
+        """The diagnosis's fixes in order of preference (the chosen cause's first); one that
+        would change nothing here (the recipe already has it) last."""
         d = self.diagnosis
         if d is None:
             return []
         by_id = {f.id: f for f in d.wall.fixes}
-        return [by_id[i] for i in d.fixes() if i in by_id]
+        fixes = [by_id[i] for i in d.fixes() if i in by_id]
+        return sorted(fixes, key=lambda f: not self.changes_something(f))
+
+    def changes_something(self, fix: Fix) -> bool:
+        """False when the fix's plan here would leave everything as it is."""
+        d = self.diagnosis
+        return d is None or not any("# (no change" in line for line in self._render_fix(d, fix))
 
     def selected_fix(self) -> Fix | None:
         fixes = self.fixes()
@@ -50,7 +59,7 @@ class DiagnosisDetail(VerticalScroll):
     def watch_diagnosis(self, old: Diagnosis | None, new: Diagnosis | None) -> None:
         if old is None or new is None or old.wall.id != new.wall.id:
             self.fix_index = 0
-        shown = (id(new), len(new.evidence_lines)) if new is not None else None
+        shown = (id(new), len(new.evidence_lines), new.active) if new is not None else None
         if shown == self._shown:
             return  # seen again with no new evidence: the table's count says it, no redraw
         self._shown = shown
@@ -59,46 +68,62 @@ class DiagnosisDetail(VerticalScroll):
     def watch_fix_index(self) -> None:
         self._redraw()
 
+    def watch_compact(self) -> None:
+        self._redraw()
+
     def _redraw(self) -> None:
         if not self.is_mounted:
             return
         self.query_one("#detail-body", Static).update(self.render_text())
 
     def render_text(self) -> Text:
+        """Title, where and when; the cause the readings chose; the fixes with their exact
+        commands (the marked one first in view); the evidence; then what the wall is."""
         d = self.diagnosis
         if d is None:
-            return Text("Select a diagnosis to see its cause, evidence and fixes.", style="dim")
+            return Text("No wall selected: the walls seen are listed above.", style="dim")
         wall = d.wall
         out = Text()
         out.append(f"{wall.title}\n", style="bold" if d.active else "bold dim")
+        where = d.node or d.source.split(":")[0]
         words = CONFIDENCE_WORDS.get(d.confidence, d.confidence)
-        out.append(f"{wall.id} · {d.severity} · {words} · {d.node or d.source}\n")
+        out.append(f"{wall.id} · {d.severity} · {words} · {where}")
+        out.append(
+            "\n" if self.compact else f" · first seen {clock_hms(d.first_seen)}\n", style="dim"
+        )
         for conds in d.confirm_with()[:2] if d.confidence == SUSPECTED else ():
             out.append(f"  would be confirmed by: {conds}\n", style="dim")
         if not d.active:
-            out.append(f"Resolved: {d.resolution}\n", style="green")
-        out.append("\n")
-        out.append(" ".join(wall.summary.split()) + "\n")
-        if wall.explain:
-            out.append(" ".join(wall.explain.split()) + "\n", style="italic")
+            out.append(f"Resolved at {clock_hms(d.resolved_at)}: {d.resolution}\n", style="green")
         cause = next((c for c in wall.causes if c.id == d.cause), None)
         if cause is not None:
-            out.append("\nCause (from the readings): ", style="bold")
+            out.append("Cause: " if self.compact else "Cause (from the readings): ", style="bold")
             out.append(f"{cause.title}\n")
+        fixes = self.fixes()
+        if fixes and not self.compact:
+            out.append("Fixes ", style="bold")
+            out.append("(a applies the marked one, ] marks the next)\n", style="dim")
+        for i, fix in enumerate(fixes):
+            marked = i == self.fix_index % len(fixes)
+            out.append(
+                f"{'▶' if marked else ' '} {i + 1}. {fix.title} ", style="bold" if marked else ""
+            )
+            out.append(f"[{fix.risk}{', root' if fix.root else ''}]", style=RISK_STYLE[fix.risk])
+            if not self.changes_something(fix):
+                out.append(" — nothing to change: the recipe already has it", style="dim")
+            out.append("\n")
+            if marked or not self.compact:
+                for line in self._render_fix(d, fix):
+                    style = "dim" if line.startswith("#") else "cyan"
+                    out.append(f"     {line}\n", style=style)
         if d.evidence_lines:
-            out.append("\nEvidence\n", style="bold")
+            out.append("Evidence\n", style="bold")
             for line_no, text in d.evidence_lines[-5:]:
                 prefix = f"  {line_no:>6}: " if line_no else "  "
                 out.append(prefix, style="dim")
                 out.append(text[:300] + "\n")
-        fixes = self.fixes()
-        if fixes:
-            out.append("\nFixes, in order ", style="bold")
-            out.append("(a applies the marked one, ] picks the next)\n", style="dim")
-        for i, fix in enumerate(fixes):
-            mark = "▶ " if i == self.fix_index % len(fixes) else "  "
-            out.append(f"{mark}{i + 1}. {fix.title} ")
-            out.append(f"[{fix.risk}{', root' if fix.root else ''}]\n", style=RISK_STYLE[fix.risk])
-            for line in self._render_fix(d, fix):
-                out.append(f"     {line}\n", style="cyan" if not line.startswith("#") else "dim")
+        out.append("What it is\n", style="bold")
+        out.append(" ".join(wall.summary.split()) + "\n")
+        if wall.explain:
+            out.append(" ".join(wall.explain.split()) + "\n", style="italic")
         return out

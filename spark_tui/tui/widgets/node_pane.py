@@ -1,47 +1,51 @@
-"""One node's live pane: reachability, memory, swap, GPU history, containers, Ray, serving."""
+"""One node's live pane: reachability, memory, swap, GPU history, containers, Ray, serving;
+on a small terminal one line of it (the strip): name, memory, serving, Ray."""
 
 from __future__ import annotations
 
-from collections import deque
-
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Label, Sparkline, Static
+from textual.widgets import Label, Static
 
 from spark_tui.facts import GIB
 from spark_tui.nodes.cluster import NodeConfig
 from spark_tui.nodes.state import NodeState
 from spark_tui.nodes.transport import Reachability
-from spark_tui.tui.formatting import reachability_text, serving_text
+from spark_tui.tui.formatting import gib, memory_split, reachability_text, serving_text
 from spark_tui.tui.messages import NodeChosen
 from spark_tui.tui.widgets.memory_bar import MemoryBar
+from spark_tui.tui.widgets.percent_history import PercentHistory
 
-HISTORY = 120  # samples kept for the sparklines (a few minutes at 1-2 s per round)
+HISTORY = 120  # samples kept for the histories (a few minutes at 1-2 s per round)
 
 
 class NodePane(Vertical):
-    """The pane of one node; fed NodeState readings and reachability changes."""
+    """The pane of one node; fed NodeState readings and reachability changes. The class
+    `-compact` (set by the screen on a small terminal) shows only its one-line strip."""
 
     def __init__(self, node: NodeConfig) -> None:
         super().__init__(id=f"node-{node.name}", classes="node-pane")
         self.node = node
         self.state: NodeState | None = None
         self.reachability: Reachability | None = None
-        self.sm_history: deque[float] = deque([0.0], maxlen=HISTORY)
-        self.bw_history: deque[float] = deque([0.0], maxlen=HISTORY)
         self.border_title = f"{node.name} · {node.role}"
         self._shown: dict[str, str] = {}
 
+    @property
+    def sm_history(self) -> tuple[float | None, ...]:
+        return self.query_one(".sm", PercentHistory).samples
+
     def compose(self) -> ComposeResult:
+        yield Static(f"{self.node.name} {self.node.role}: no reading yet", classes="strip")
         yield Static("reachable", classes="reach")
         yield MemoryBar()
         yield Static("", classes="swap-gpu")
         with Horizontal(classes="spark-row"):
             yield Label("SM %", classes="spark-label")
-            yield Sparkline(list(self.sm_history), classes="sm")
+            yield PercentHistory(HISTORY, classes="sm")
         with Horizontal(classes="spark-row"):
             yield Label("mem-bw %", classes="spark-label")
-            yield Sparkline(list(self.bw_history), classes="bw")
+            yield PercentHistory(HISTORY, classes="bw")
         yield Static("", classes="stack")
         yield Static("serving: stopped", classes="serving")
 
@@ -52,27 +56,29 @@ class NodePane(Vertical):
         self.reachability = r
         self.set_class(not r.reachable, "-unreachable")
         self._show(".reach", reachability_text(r))
+        self._show(".strip", self._strip_line())
 
     def set_state(self, state: NodeState) -> None:
         """Show one sampling round (a round from an unreachable node only marks it)."""
         self.state = state
         if not state.reachable:
             self.add_class("-unreachable")
+            self.query_one(".sm", PercentHistory).add(None)
+            self.query_one(".bw", PercentHistory).add(None)
+            self._show(".strip", self._strip_line())
             return
         if self.reachability is None or self.reachability.reachable:
             self.remove_class("-unreachable")
             self._show(".reach", "reachable")
         self.query_one(MemoryBar).memory = state.memory
         gpu = state.gpus[0] if state.gpus else None
-        if gpu is not None:
-            self.sm_history.append(gpu.sm_pct or 0.0)
-            self.bw_history.append(gpu.mem_bw_pct or 0.0)
-            self.query_one(".sm", Sparkline).data = list(self.sm_history)
-            self.query_one(".bw", Sparkline).data = list(self.bw_history)
+        self.query_one(".sm", PercentHistory).add(None if gpu is None else gpu.sm_pct or 0.0)
+        self.query_one(".bw", PercentHistory).add(None if gpu is None else gpu.mem_bw_pct or 0.0)
         self._show(".swap-gpu", self._swap_gpu_line(state))
         self._show(".stack", self._stack_line(state))
         serving = state.serving
         self._show(".serving", f"serving: {serving_text(serving)}")
+        self._show(".strip", self._strip_line())
         self.set_class(serving.phase == "crashed", "-crashed")
         self.set_class(serving.phase == "serving", "-serving")
 
@@ -87,6 +93,26 @@ class NodePane(Vertical):
             old is not None and len(old) == len(text) and old.count("\n") == text.count("\n")
         )
         self.query_one(selector, Static).update(text, layout=not same_shape)
+
+    def _strip_line(self) -> str:
+        """`spark1 head · used 98.1G cache 2.7G · serving at 36.6 tok/s · Ray head`."""
+        head = f"{self.node.name} {self.node.role}"
+        r = self.reachability
+        if (r is not None and not r.reachable) or (self.state and not self.state.reachable):
+            return f"{head} · {reachability_text(r) if r else 'unreachable'}"
+        s = self.state
+        if s is None:
+            return f"{head} · no reading yet"
+        parts = [head]
+        if s.memory is not None and s.memory.total_bytes > 0:
+            used, cache, _free, _after_drop = memory_split(s.memory)
+            parts.append(f"used {gib(used)}G cache {gib(cache)}G")
+        parts.append(serving_text(s.serving))
+        if s.ray is not None:
+            parts.append("Ray head")
+        elif s.ray_member:
+            parts.append("Ray member")
+        return " · ".join(parts)
 
     @staticmethod
     def _swap_gpu_line(state: NodeState) -> str:
