@@ -84,6 +84,7 @@ class ClusterMonitor:
         dmon: bool = True,
         auto_tail: bool = True,
         matcher_engine: str | None = None,
+        max_queued_lines: int = 100_000,
     ) -> None:
         self.cluster = cluster
         self.transports = dict(transports)
@@ -104,7 +105,9 @@ class ClusterMonitor:
         self._streams: dict[tuple[str, str], object] = {}
         self._tailing: dict[tuple[str, str], str] = {}  # (node, source) -> command
         self.attempt = 0  # launch attempts seen by this monitor (new_attempt)
-        self._lines: queue.Queue[tuple[str, str, str]] = queue.Queue(maxsize=100_000)
+        # lines received, not matched yet: bounded, and full means the tail waits (the node's
+        # channel holds the rest) — no line is ever dropped before the matcher has seen it
+        self._lines: queue.Queue[tuple[str, str, str]] = queue.Queue(maxsize=max_queued_lines)
         head = cluster.head.name if cluster.nodes else None
         self._samplers = {
             n.name: Sampler(
@@ -631,10 +634,7 @@ class ClusterMonitor:
                 self._streams[(node, source)] = stream
             try:
                 for line in stream:
-                    # the front end far behind: drop lines, never block the node's channel
-                    with contextlib.suppress(queue.Full):
-                        self._lines.put((node, source, line), timeout=5)
-                    if self._stop.is_set():
+                    if not self._queue_line((node, source, line)):
                         break
             finally:
                 stream.close()
@@ -642,6 +642,17 @@ class ClusterMonitor:
                 replaced = self._tailing[(node, source)] != command
             if not replaced and self._real_wait(self.period_s):
                 return
+
+    def _queue_line(self, item: tuple[str, str, str]) -> bool:
+        """Hand a received line to the matcher; when it is behind, wait for room (the
+        remote side's writes wait in the channel meanwhile). False once stopping."""
+        while not self._stop.is_set():
+            try:
+                self._lines.put(item, timeout=0.2)
+                return True
+            except queue.Full:
+                continue
+        return False
 
     def _flush_loop(self) -> None:
         while not self._stop.is_set():
