@@ -20,6 +20,7 @@ from typing import Any, Protocol, TypeVar
 
 import yaml
 
+from spark_tui import yaml_cache
 from spark_tui.errors import InputError, InputErrors
 
 MAX_BYTES = 1 << 20  # the largest shipped file is 6 KB
@@ -180,9 +181,63 @@ _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _constr
 
 def parse_yaml(text: str, file: str) -> Any:
     """Parse YAML text; a syntax error, or input past the limits above, becomes an
-    InputError naming file and line."""
+    InputError naming file and line. A text parsed before (the same bytes, the same
+    parser) is taken from the cache (spark_tui.yaml_cache) instead."""
     if len(text) > MAX_BYTES:
         raise InputError(f"larger than {MAX_BYTES // 1024} KiB: refused", file, 1)
+    key = yaml_cache.key_of(f"{MAX_DEPTH},{MAX_ALIASES},{MAX_NODES}\n{text}")
+    kept = yaml_cache.get(key)
+    if kept is not None:
+        return _decode(kept)
+    data = _parse(text, file)
+    try:
+        encoded = _encode(data)
+    except _NotKept:
+        return data
+    yaml_cache.put(key, encoded)
+    return data
+
+
+class _NotKept(Exception):
+    """A value the cache does not keep (a timestamp, a set, bytes)."""
+
+
+def _encode(value: Any) -> Any:
+    """LDict / LList / scalars as plain tuples marshal can store, lines included."""
+    kind = type(value)
+    if kind is LDict:
+        keys = tuple(value)
+        return (
+            0,
+            value.line,
+            keys,
+            tuple(value.key_lines.get(k, value.line) for k in keys),
+            tuple(_encode(v) for v in value.values()),
+        )
+    if kind is LList:
+        return (1, value.line, tuple(value.item_lines), tuple(_encode(v) for v in value))
+    if value is None or kind in (str, int, float, bool):
+        return value
+    raise _NotKept(kind.__name__)
+
+
+def _decode(value: Any) -> Any:
+    if type(value) is not tuple:
+        return value
+    if value[0] == 0:
+        _, line, keys, key_lines, values = value
+        d = LDict(zip(keys, map(_decode, values), strict=True))
+        d.line = line
+        d.key_lines = dict(zip(keys, key_lines, strict=True))
+        return d
+    _, line, item_lines, items = value
+    items_list = LList(map(_decode, items))
+    items_list.line = line
+    items_list.item_lines = list(item_lines)
+    return items_list
+
+
+def _parse(text: str, file: str) -> Any:
     loader = None
     try:
         loader = _Loader(text)  # checks every character first (a ReaderError)
