@@ -67,6 +67,9 @@ HISTORY_ROUNDS = 600  # the readings kept per node for evidence (≥ 10 min at 1
 REPEAT_EMIT_S = 1.0  # a diagnosis seen again is re-announced at most this often
 
 
+IDLE_FACTOR = 3.0  # an idle node (nothing of the stack up) is read every 3 periods
+
+
 class ClusterMonitor:
     """Watches every node of a cluster; see the module docstring."""
 
@@ -85,6 +88,7 @@ class ClusterMonitor:
         auto_tail: bool = True,
         matcher_engine: str | None = None,
         max_queued_lines: int = 100_000,
+        idle_factor: float = IDLE_FACTOR,
     ) -> None:
         self.cluster = cluster
         self.transports = dict(transports)
@@ -93,6 +97,11 @@ class ClusterMonitor:
         self.emit = emit
         self.recipe_facts = recipe_facts
         self.period_s = period_s
+        # a node where nothing of the stack runs is read less often (it costs the node CPU
+        # every round); a launch, or anyone waiting for rounds, hurries every node at once
+        self.idle_period_s = period_s * max(1.0, idle_factor)
+        self._nudges = {n.name: threading.Event() for n in cluster.nodes}
+        self._eager = 0  # callers of wait_rounds waiting now
         self.dmon = dmon
         self.auto_tail = auto_tail
         self._book = DiagnosisBook()
@@ -164,6 +173,7 @@ class ClusterMonitor:
     def stop(self, close_transports: bool = True) -> None:
         """Stop every thread and stream (and close the transports unless told not to)."""
         self._stop.set()
+        self.hurry()  # the node loops wait on their nudge
         with self._lock:
             streams = list(self._streams.values())
         for s in streams:
@@ -215,6 +225,7 @@ class ClusterMonitor:
         """A launch begins: the log walls seen so far become history (resolved), and the
         serving phase of its nodes starts over."""
         self._drain()  # lines already received belong to the attempt that printed them
+        self.hurry()  # the launch's nodes are read at the launch's pace from now on
         now = self.clock.now()
         with self._lock:
             self.attempt += 1
@@ -379,8 +390,25 @@ class ClusterMonitor:
                     self._states[node] = NodeState(
                         node, self.clock.now(), reachable=False, unavailable={"monitor": repr(exc)}
                     )
-            if self._real_wait(self.period_s):
+            if self._wait_next_round(node):
                 return
+
+    def _wait_next_round(self, node: str) -> bool:
+        """Idle until this node's next round (sooner when hurried); True when stopping."""
+        with self._lock:
+            state = self._states.get(node)
+            idle = state is not None and state.reachable and not state.stack_up
+        with self._round_cv:
+            idle = idle and not self._eager
+        nudge = self._nudges[node]
+        self.clock.wait(self.idle_period_s if idle else self.period_s, nudge)
+        nudge.clear()
+        return self._stop.is_set()
+
+    def hurry(self) -> None:
+        """Every node's next round now (a launch began, or a caller waits for rounds)."""
+        for nudge in self._nudges.values():
+            nudge.set()
 
     def _round(self, node: str) -> NodeState:
         state = self._samplers[node].next_round()
@@ -415,12 +443,20 @@ class ClusterMonitor:
         then match the lines received so far; False on the timeout."""
         with self._round_cv:
             target = {k: v + n for k, v in self._round_no.items()}
-            done = self._round_cv.wait_for(
-                lambda: (
-                    self._stop.is_set() or all(self._round_no[k] >= t for k, t in target.items())
-                ),
-                timeout,
-            )
+            self._eager += 1  # every node at the busy pace while someone waits for rounds
+        self.hurry()
+        try:
+            with self._round_cv:
+                done = self._round_cv.wait_for(
+                    lambda: (
+                        self._stop.is_set()
+                        or all(self._round_no[k] >= t for k, t in target.items())
+                    ),
+                    timeout,
+                )
+        finally:
+            with self._round_cv:
+                self._eager -= 1
         self._drain()
         return bool(done)
 
