@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 from collections.abc import Mapping
 
@@ -42,9 +43,22 @@ def words(argv: list[object]) -> str:
     return " ".join(word(a) for a in argv)
 
 
+_stamp_lock = threading.Lock()
+_last_stamp: list[str] = ["", ""]  # (second, last stamp given in it)
+
+
 def stamp_now() -> str:
-    """A timestamp for backups and renamed containers (UTC, sortable)."""
-    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    """A timestamp for backups and renamed containers (UTC, sortable), never the same twice
+    in one process: two launches in one second (a fast relaunch) would rename their
+    containers to the same name, and the second rename, then the new container, would fail."""
+    second = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    with _stamp_lock:
+        if _last_stamp[0] != second:
+            _last_stamp[:] = [second, second]
+            return second
+        n = int(_last_stamp[1].rpartition("-")[2]) + 1 if _last_stamp[1] != second else 2
+        _last_stamp[1] = f"{second}-{n}"
+        return _last_stamp[1]
 
 
 def template_values(
