@@ -44,10 +44,3 @@ def require_tool(name: str) -> str:
         pytest.skip(f"{name} not installed")
     return path
 
-
-@pytest.fixture(autouse=True)
-def _writable_process() -> None:
-    """--read-only is process-wide and only tightens: every test starts writable."""
-    from spark_tui import policy
-
-    policy._reset_for_tests()
