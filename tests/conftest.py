@@ -43,4 +43,3 @@ def require_tool(name: str) -> str:
             pytest.fail(f"{name} is missing under CI: .ci/run must install it")
         pytest.skip(f"{name} not installed")
     return path
-

@@ -127,7 +127,10 @@ class MainScreen(Screen):
             log.add_lines(lines.node, lines.lines, lines.marks, lines.source)
         if batch.dropped_lines:
             log.add_lines(
-                "spark-tui", [f"… {batch.dropped_lines} lines not shown: the display fell behind (every one was matched)"]
+                "spark-tui",
+                [
+                    f"… {batch.dropped_lines} lines not shown: the display fell behind (every one was matched)"
+                ],
             )
         if batch.logs:
             pane.update_title()
