@@ -11,7 +11,8 @@ import sys
 
 import pytest
 
-from spark_tui.kb.matcher import ENGINES, Matcher
+from spark_tui.kb.engines import installed_engines
+from spark_tui.kb.matcher import Matcher
 
 from .conftest import ROOT
 
@@ -29,14 +30,7 @@ corpus = _corpus_module()
 
 
 def engines() -> list[str]:
-    out = []
-    for name in ENGINES:
-        try:
-            Matcher([], engine=name)
-            out.append(name)
-        except ImportError:
-            pass
-    return out
+    return installed_engines()
 
 
 REPORTS = {name: corpus.score(name) for name in engines()}

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from spark_tui.kb.engines import installed_engines
 from spark_tui.kb.loader import load_dir
-from spark_tui.kb.matcher import ENGINES, Matcher
+from spark_tui.kb.matcher import Matcher
 
 NESTED = """\
 id: nested-quantifiers
@@ -38,14 +39,7 @@ CATASTROPHIC = "a" * 28 + "c ab"  # `(a+)+b` matches "ab" at its end
 
 
 def engines() -> list[str]:
-    out = []
-    for name in ENGINES:
-        try:
-            Matcher([], engine=name)
-            out.append(name)
-        except ImportError:
-            pass
-    return out
+    return installed_engines()
 
 
 @pytest.fixture

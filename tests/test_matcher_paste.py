@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 
 from spark_tui.kb import paste
 from spark_tui.kb.diagnosis import DiagnosisBook
+from spark_tui.kb.engines import installed_engines
 from spark_tui.kb.loader import load_knowledge
-from spark_tui.kb.matcher import ENGINES, Matcher, scan_stream
+from spark_tui.kb.matcher import Matcher, scan_stream
 from spark_tui.kb.schema import LogSignature, Wall
 
 FREE = (
@@ -35,14 +36,7 @@ KB = load_knowledge(use_user=False)
 
 
 def engines() -> list[str]:
-    out = []
-    for name in ENGINES:
-        try:
-            Matcher([], engine=name)
-            out.append(name)
-        except ImportError:
-            pass
-    return out
+    return installed_engines()
 
 
 MATCHERS = {name: Matcher(KB, engine=name) for name in engines()}

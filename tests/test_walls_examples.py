@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from spark_tui.kb.engines import installed_engines
 from spark_tui.kb.loader import load_knowledge
-from spark_tui.kb.matcher import ENGINES, Matcher, scan_stream
+from spark_tui.kb.matcher import Matcher, scan_stream
 
 from .conftest import TESTS
 
@@ -22,14 +23,7 @@ LOG_WALLS = sorted(w.id for w in KB if w.signatures and w.kind == "log")
 
 
 def engines() -> list[str]:
-    out = []
-    for name in ENGINES:
-        try:
-            Matcher([], engine=name)
-            out.append(name)
-        except ImportError:
-            pass
-    return out
+    return installed_engines()
 
 
 MATCHERS = {name: Matcher(KB, engine=name) for name in engines()}

@@ -127,7 +127,7 @@ def spans_lines(source: bytes) -> bool:
 MULTI_LINES = 4  # how many lines such a pattern spans at most
 
 
-def _nth_line_end(data: bytes, pos: int, count: int) -> int:
+def nth_line_end(data: bytes, pos: int, count: int) -> int:
     """The offset just past the `count`-th newline at or after pos (or the end)."""
     for _ in range(count):
         nl = data.find(b"\n", pos)
@@ -193,7 +193,7 @@ class _AlternationEngine(_Engine):
             yield start, end, (frozenset(ids) if ids else None)
             pos = end + 1
             if self._multi is not None:  # one that starts on this line and runs on
-                window = min(n, _nth_line_end(data, end, MULTI_LINES))
+                window = min(n, nth_line_end(data, end, MULTI_LINES))
                 m2 = self._multi.search(data, start, window)
                 if m2 is not None and m2.start() <= end < m2.end() - 1:
                     end2 = _line_span(data, m2.end() - 1)[1]
@@ -512,6 +512,21 @@ def available_engine(prefer: str | None = None) -> str:
         return "hyperscan"
     except ImportError:
         return "re2"
+
+
+def installed_engines() -> list[str]:
+    """The matcher engines this installation can run, fastest first."""
+    out = []
+    for name in ENGINES:
+        try:
+            if name == "hyperscan":
+                import hyperscan  # noqa: F401
+            elif name == "re2":
+                import re2  # noqa: F401
+            out.append(name)
+        except ImportError:
+            pass
+    return out
 
 
 def make_engine(patterns: Sequence[EnginePattern], prefer: str | None) -> _Engine:

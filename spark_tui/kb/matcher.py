@@ -36,6 +36,7 @@ from spark_tui.kb.engines import (
     engine_rejects,
     literal_pattern,
     make_engine,
+    nth_line_end,
     required_literals,
     required_sequence,
     spans_lines,
@@ -637,7 +638,7 @@ class MatchStream:
         into it: its first line continues the last one, and one of its first lines
         holds such a pattern's last literal."""
         if self.m.seam_ends is not None:
-            cut = min(_line_end(body, lo, MULTI_LINES - 1), hi)
+            cut = min(nth_line_end(body, lo, MULTI_LINES - 1), hi)
             if not self.m.seam_ends.any(body[lo:cut] if lo or cut < len(body) else body):
                 return False
         return paste.may_continue(st.recent[-1][1], _first_line(body, lo, hi))
@@ -653,7 +654,7 @@ class MatchStream:
         if not prefix:
             yield from candidates
             return
-        cut = min(_line_end(body, lo, MULTI_LINES - 1), hi)
+        cut = min(nth_line_end(body, lo, MULTI_LINES - 1), hi)
         seam = prefix + body[lo:cut]
         extra: list[tuple[int, int, frozenset[int] | None]] = []
         for s, e, ids in self.m.seam.candidates(seam):
@@ -745,16 +746,6 @@ class MatchStream:
 def _first_line(data: bytes, lo: int, hi: int) -> bytes:
     end = data.find(b"\n", lo, hi)
     return data[lo : end if end >= 0 else hi]
-
-
-def _line_end(data: bytes, pos: int, count: int) -> int:
-    """The offset just past the `count`-th newline at or after pos (or the end)."""
-    for _ in range(count):
-        nl = data.find(b"\n", pos)
-        if nl < 0:
-            return len(data)
-        pos = nl + 1
-    return pos
 
 
 def scan_stream(
