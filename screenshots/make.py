@@ -15,7 +15,14 @@ sys.path.insert(0, str(ROOT))
 
 from textual._doc import take_svg_screenshot  # noqa: E402
 
-from tests.tui_snapshot_app import SnapshotApp, bringup_step, select_first_diagnosis  # noqa: E402
+from tests.tui_snapshot_app import (  # noqa: E402
+    SnapshotApp,
+    bringup_step,
+    freeze_stamps,
+    select_first_diagnosis,
+)
+
+freeze_stamps()
 
 SHOTS = {
     "main.svg": dict(terminal_size=(120, 40)),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from textual.widgets import DataTable
 
 from spark_tui.tui.messages import ActionFinished
@@ -14,7 +15,12 @@ from spark_tui.tui.widgets.diagnosis_detail import DiagnosisDetail
 from spark_tui.tui.widgets.log_view import LogView, line_level
 from spark_tui.tui.widgets.node_pane import NodePane
 from spark_tui.tui.widgets.status_line import StatusLine
-from tests.tui_snapshot_app import SnapshotApp, select_first_diagnosis
+from tests.tui_snapshot_app import SnapshotApp, freeze_stamps, select_first_diagnosis
+
+
+@pytest.fixture(autouse=True)
+def _frozen_stamps(monkeypatch: pytest.MonkeyPatch) -> None:
+    freeze_stamps(monkeypatch)
 
 
 def test_panes_show_readings_reachability_and_serving_state() -> None:

@@ -7,7 +7,13 @@ from __future__ import annotations
 import pytest
 
 from spark_tui.bringup import BRINGUP_STEPS
-from tests.tui_snapshot_app import SnapshotApp, bringup_step, select_first_diagnosis
+from tests.tui_snapshot_app import SnapshotApp, bringup_step, freeze_stamps, select_first_diagnosis
+
+
+@pytest.fixture(autouse=True)
+def _frozen_stamps(monkeypatch: pytest.MonkeyPatch) -> None:
+    freeze_stamps(monkeypatch)
+
 
 SIZES = [(80, 24), (120, 40), (160, 48)]
 

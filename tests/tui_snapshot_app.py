@@ -38,8 +38,16 @@ def _frozen_stamp() -> str:
     return "20260528-202640"  # backup names and renamed containers carry a stamp: freeze it
 
 
-for _module in (_render, _bringup, _fixes):
-    _module.stamp_now = _frozen_stamp
+def freeze_stamps(monkeypatch=None) -> None:
+    """The same stamp in every plan, for a picture that never changes. With a monkeypatch
+    (tests) only for that test: a frozen stamp left behind would give two launches of a
+    later test the same rename target, and the second launch a name conflict."""
+    for module in (_render, _bringup, _fixes):
+        if monkeypatch is not None:
+            monkeypatch.setattr(module, "stamp_now", _frozen_stamp)
+        else:
+            module.stamp_now = _frozen_stamp
+
 
 SCENARIO = "page-cache-hog"
 ROUNDS = 12  # sampling rounds, 2 simulated seconds apart (the page-cache rule holds 10 s)
