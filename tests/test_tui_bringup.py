@@ -55,8 +55,9 @@ def test_bringup_end_to_end_lands_on_the_diagnosis_then_resumes_to_serving() -> 
         app = live_app("drm-override", speed=400.0)
         seen: list = []
         async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
-            monitor = app.session.monitor
             drm = "drm-override-halves-memory"
+            await wait_for(pilot, lambda: app.session.monitor is not None)
+            monitor = app.session.monitor
             await wait_for(pilot, lambda: any(d.wall.id == drm for d in monitor.diagnoses()))
             await pilot.press("b")
             await wait_for(pilot, lambda: isinstance(app.screen, BringUpScreen))

@@ -75,8 +75,8 @@ def test_a_signature_line_on_a_node_shows_its_diagnosis() -> None:
         app = live_app()
         seen: list = []
         async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
-            monitor = app.session.monitor
             await wait_for(pilot, lambda: app.session.monitor is not None)
+            monitor = app.session.monitor
             monitor.feed_line("spark1", "serve", "INFO 05-12 09:14:33 Starting to load model")
             monitor.feed_line("spark1", "serve", FREE_MEMORY_LINE)
 

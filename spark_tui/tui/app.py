@@ -71,6 +71,10 @@ class SparkTuiApp(App[int]):
         if self.session.no_cluster_yaml:
             self.sub_title = "no cluster.yaml found: " + self.sub_title
         self.push_screen(self.main_screen)
+        if self.live:  # after the first frame: the panes show while the monitor starts
+            self.call_after_refresh(self._start_live)
+
+    def _start_live(self) -> None:
         if self.live:
             try:
                 self.session.start(self.pump.emit)
