@@ -399,7 +399,11 @@ def main() -> int:
     if shutil.which("tmux") is None:
         print("bench/tui.py needs tmux (apt-get install tmux)", file=sys.stderr)
         return 2
-    results: dict[str, object] = {"machine": machine(), "date": time.strftime("%Y-%m-%d")}
+    results: dict[str, object] = {
+        "machine": machine(),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "load_average_1m_before": round(os.getloadavg()[0], 2),
+    }
     # one idle session keeps the tmux server up between the measured ones (a server that
     # exits as the next session starts fails that start)
     start("bench-anchor", "sleep 3600")
@@ -419,7 +423,11 @@ def _figures(args: argparse.Namespace, results: dict[str, object]) -> int:
         results.update(streaming(10 if args.quick else 30, 20 if args.quick else 60))
     if "flood" in want:
         results.update(flood(333_334 if args.quick else 3_333_334))
+    results["load_average_1m"] = round(os.getloadavg()[0], 2)
     print(json.dumps(results, indent=2))
+    out = ROOT / "bench" / "out" / "tui.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=1))
     return 0
 
 
