@@ -359,6 +359,7 @@ def main(argv: list[str] | None = None) -> int:
             "mean_ms": statistics.mean(lat) * 1e3 if lat else float("nan"),
             "p95_per_run_ms": [x["p95_ms"] for x in r["runs"]],
             "missed": r["missed"],
+            "all_delivered": not r["missed"] and len(lat) == len(walls) * args.runs,
         }
         s = summary[m]
         print(

@@ -667,6 +667,10 @@ def small_file(built: Built, patterns: Path, kb_args: list[str], cenv, repeat: i
         if name != "spark-tui":
             out["tools"][name]["count"] = int(rs[0].stdout.strip() or -1)
     out["expected_count"] = built.grep_expected
+    ours = out["tools"]["spark-tui"]["seconds"]
+    out["ratio_to_grep"] = ours / out["tools"]["grep"]["seconds"]
+    if "rg" in out["tools"]:
+        out["ratio_to_rg"] = ours / out["tools"]["rg"]["seconds"]
     return out
 
 
@@ -875,6 +879,7 @@ def main(argv: list[str] | None = None) -> int:
             "runs": [r.seconds for r in runs[e]],
             "mb_s": mib / secs,
             "ratio_to_grep": secs / grep_s,
+            "ratio_to_rg": secs / results["rg"]["seconds"] if results["rg"] else None,  # type: ignore[index]
             "rss_mb": max(r.rss_mb for r in runs[e]),
             "intake_bytes": statistics.median(r.intake_bytes for r in runs[e]),
             "correct": not problems,

@@ -276,12 +276,14 @@ def streaming(window_s: float, presses: int) -> dict[str, object]:
         out["app_read_bytes"] = app_b
         out["app_pane_rows"] = pane1 - pane0  # the log view's own count (rows)
         out["app_cpu_us_per_line"] = 1e6 * cpu_app / max(app_n, 1)
+        out["app_intake_fraction"] = app_n / max(written_n, 1)
         if tl:
             tl_b, tl_n = intake(files, pos_tl0, pos_tl1)
             out["cpu_toolong"] = cpu_tl / dt
             out["toolong_read_lines"] = tl_n
             out["toolong_read_bytes"] = tl_b
             out["toolong_cpu_us_per_line"] = 1e6 * cpu_tl / max(tl_n, 1)
+            out["toolong_intake_fraction"] = tl_n / max(written_n, 1)
             out["cpu_ratio"] = cpu_app / cpu_tl if cpu_tl else None
             out["cpu_per_line_ratio"] = out["app_cpu_us_per_line"] / out["toolong_cpu_us_per_line"]  # type: ignore[operator]
             out["toolong_alive"] = tl.is_running()
