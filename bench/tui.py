@@ -236,6 +236,17 @@ def pcts(latencies: list[float]) -> tuple[float, float]:
     )
 
 
+def status_lines(status: Path) -> int:
+    """The log view's line count from the app's status file (retried: it is rewritten
+    every 0.5 s, and may be read half written)."""
+    for _ in range(50):
+        try:
+            return int(json.loads(status.read_text())["lines"])
+        except (OSError, ValueError, KeyError):
+            time.sleep(0.02)
+    return 0
+
+
 def streaming(window_s: float, presses: int) -> dict[str, object]:
     tmp = Path(tempfile.mkdtemp(prefix="spark-tui-bench-"))
     files = [tmp / f"{n}.log" for n in NODES]
@@ -256,7 +267,7 @@ def streaming(window_s: float, presses: int) -> dict[str, object]:
         time.sleep(3.0)  # both warmed up on the stream
         sizes0 = {str(f): f.stat().st_size for f in files}
         pos_app0, pos_tl0 = file_positions(app, files), file_positions(tl, files)
-        pane0 = json.loads(status.read_text())["lines"] if status.exists() else 0
+        pane0 = status_lines(status)
         c_app, c_tl, t0 = cpu_seconds(app), cpu_seconds(tl) if tl else 0.0, time.perf_counter()
         time.sleep(window_s)
         dt = time.perf_counter() - t0
@@ -265,7 +276,7 @@ def streaming(window_s: float, presses: int) -> dict[str, object]:
         sizes1 = {str(f): f.stat().st_size for f in files}
         pos_app1, pos_tl1 = file_positions(app, files), file_positions(tl, files)
         time.sleep(0.6)  # the status file is written every 0.5 s
-        pane1 = json.loads(status.read_text())["lines"] if status.exists() else 0
+        pane1 = status_lines(status)
         written_b, written_n = intake(files, sizes0, sizes1)
         app_b, app_n = intake(files, pos_app0, pos_app1)
         out["window_s"] = dt
