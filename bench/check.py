@@ -49,7 +49,11 @@ def judge(entry: dict, value: object) -> tuple[bool, str, bool | None]:
         return ok, "holds" if ok else "does NOT hold", None
     if better == "empty":  # a list of problems (missed lines, wrong counts): none
         ok = value in ([], 0)
-        return ok, "none" if ok else f"{len(value) if isinstance(value, list) else value}: {value!r:.200}", None
+        return (
+            ok,
+            "none" if ok else f"{len(value) if isinstance(value, list) else value}: {value!r:.200}",
+            None,
+        )
     if not isinstance(value, (int, float)):
         return False, f"not a number: {value!r}", None
     base = float(entry["baseline"])
