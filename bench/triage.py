@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Triage speed benchmark: `spark-tui triage --json` against `grep -E -c -f`.
+"""Triage speed benchmark: `spark-tui triage --json` against `grep -E -c -f` and ripgrep.
 
     python bench/triage.py [--size 1G] [--out DIR] [--engines hyperscan,re2,re] [--repeat 3]
 
@@ -19,7 +19,16 @@ What it does, in one run:
      Python `re` reference says match (so the two tools did the same work);
   5. measures peak RSS on a second, smaller file, to show memory is flat;
   6. scans once in-process: every planted hit at its line, nothing else;
-  7. times both on a log where every tenth line is a wall (a crash loop).
+  7. times both on a log where every tenth line is a wall (a crash loop);
+  8. the small case a person waits on: a 1 MB log (spark-tui, grep, rg,
+     interleaved, median) and `spark-tui kb list`, each also once with an empty
+     cache (XDG_CACHE_HOME).
+
+ripgrep runs as `rg --no-unicode -c -f PATTERNS FILE` (LC_ALL=C), beside grep in the
+same interleaved runs. Every tool's stdout goes to a file (GNU grep stops at the first
+match when it writes to /dev/null). Intake is the bytes the process tree read(2)
+(rchar, Linux task I/O accounting): rg maps a single file with mmap, so its figure
+is only its own small reads, not the log.
 
 Results: a Markdown table on stdout and DIR/results.json (DIR defaults to
 bench/out/, which git ignores). bench/README.md ("## Triage") has the figures.
@@ -37,6 +46,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -468,19 +478,37 @@ class Run:
     rss_mb: float
     stdout: str
     exit: int
+    intake_bytes: int = 0  # bytes the process tree read (rchar), its input and its own files
+
+
+def _rchar() -> int:
+    """Bytes read by this process and every child it has reaped (Linux task I/O accounting:
+    a reaped child's counts, and its own reaped children's, are added to the parent's)."""
+    text = Path("/proc/self/io").read_text()
+    return int(re.search(r"^rchar: (\d+)", text, re.M).group(1))  # type: ignore[union-attr]
+
+
+_OUT_DIR: Path | None = None  # where timed() writes each tool's stdout (set by main)
 
 
 def timed(label: str, cmd: list[str], env: dict[str, str] | None = None) -> Run:
+    """Run cmd under /usr/bin/time -v, stdout to a file (GNU grep stops at the first
+    match when its output is /dev/null), and measure wall time, peak RSS and intake."""
     full = ["/usr/bin/time", "-v", *cmd]
-    t0 = time.perf_counter()
-    p = subprocess.run(full, capture_output=True, text=True, env=env)
-    secs = time.perf_counter() - t0
+    out_path = (_OUT_DIR or Path(".")) / f"stdout-{label}.txt"
+    with out_path.open("w") as out:
+        r0 = _rchar()
+        t0 = time.perf_counter()
+        p = subprocess.run(full, stdout=out, stderr=subprocess.PIPE, text=True, env=env)
+        secs = time.perf_counter() - t0
+        intake = _rchar() - r0 - len(p.stderr.encode())
+    stdout = out_path.read_text()
     m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", p.stderr)
     rss = int(m.group(1)) / 1024 if m else float("nan")
-    if p.returncode != 0:
+    if p.returncode not in (0, 1) or (p.returncode == 1 and label not in ("grep", "rg")):
         tail = "\n".join(p.stderr.splitlines()[-25:])
         print(f"{label}: exit {p.returncode}\n{tail}", file=sys.stderr)
-    return Run(label, secs, rss, p.stdout, p.returncode)
+    return Run(label, secs, rss, stdout, p.returncode, intake)
 
 
 def check_triage(out: str, built: Built) -> list[str]:
@@ -574,6 +602,98 @@ def machine() -> dict[str, str]:
     return info
 
 
+RG = shutil.which("rg")
+
+
+def peer_figures(runs: list[Run], built: Built, mib: float, grep_s: float) -> dict | None:
+    """Median time, throughput, RSS, intake and count of a peer's runs (None: not run)."""
+    if not runs:
+        return None
+    secs = statistics.median(r.seconds for r in runs)
+    count = int(runs[0].stdout.strip() or -1)
+    return {
+        "seconds": secs,
+        "runs": [r.seconds for r in runs],
+        "mb_s": mib / secs,
+        "ratio_to_grep": secs / grep_s,
+        "rss_mb": max(r.rss_mb for r in runs),
+        "intake_bytes": statistics.median(r.intake_bytes for r in runs),
+        "count": count,
+        "expected_count": built.grep_expected,
+    }
+
+
+def small_file(built: Built, patterns: Path, kb_args: list[str], cenv, repeat: int) -> dict:
+    """A 1 MB log, as a person triages one: spark-tui (default engine), grep and rg,
+    interleaved, `repeat` runs each; spark-tui's caches (YAML, matcher database) are
+    warmed by one untimed run first, and one run with an empty cache is timed apart."""
+    tools: dict[str, tuple[list[str], dict | None]] = {
+        "spark-tui": (["spark-tui", "triage", "--json", *kb_args, str(built.path)], None),
+        "grep": (["grep", "-E", "-c", "-f", str(patterns), str(built.path)], cenv),
+    }
+    if RG:
+        tools["rg"] = (["rg", "--no-unicode", "-c", "-f", str(patterns), str(built.path)], cenv)
+    cold_home = Path(tempfile.mkdtemp(prefix="spark-tui-cold-"))
+    try:
+        cold = timed(
+            "spark-tui",
+            tools["spark-tui"][0],
+            dict(os.environ, XDG_CACHE_HOME=str(cold_home)),
+        )
+    finally:
+        shutil.rmtree(cold_home, ignore_errors=True)
+    timed("spark-tui", tools["spark-tui"][0])  # warms the default cache
+    runs: dict[str, list[Run]] = {t: [] for t in tools}
+    for _ in range(repeat):
+        for name, (cmd, env) in tools.items():
+            runs[name].append(timed(name, cmd, env))
+    problems = sorted({p for r in runs["spark-tui"] for p in check_triage(r.stdout, built)})
+    out: dict = {
+        "size_bytes": built.size,
+        "lines": built.lines,
+        "plants": len(built.planted),
+        "cold_cache_seconds": cold.seconds,
+        "correct": not problems,
+        "problems": problems[:20],
+        "tools": {},
+    }
+    for name, rs in runs.items():
+        out["tools"][name] = {
+            "seconds": statistics.median(r.seconds for r in rs),
+            "runs": [r.seconds for r in rs],
+            "rss_mb": max(r.rss_mb for r in rs),
+            "intake_bytes": statistics.median(r.intake_bytes for r in rs),
+        }
+        if name != "spark-tui":
+            out["tools"][name]["count"] = int(rs[0].stdout.strip() or -1)
+    out["expected_count"] = built.grep_expected
+    ours = out["tools"]["spark-tui"]["seconds"]
+    out["ratio_to_grep"] = ours / out["tools"]["grep"]["seconds"]
+    if "rg" in out["tools"]:
+        out["ratio_to_rg"] = ours / out["tools"]["rg"]["seconds"]
+    return out
+
+
+def kb_list(kb_args: list[str], repeat: int, out_dir: Path) -> dict:
+    """`spark-tui kb list`: once with an empty cache, then `repeat` runs with it warm."""
+    cmd = ["spark-tui", "kb", "list", *kb_args]
+    cold_home = Path(tempfile.mkdtemp(prefix="spark-tui-cold-"))
+    try:
+        cold = timed("kb-list", cmd, dict(os.environ, XDG_CACHE_HOME=str(cold_home)))
+    finally:
+        shutil.rmtree(cold_home, ignore_errors=True)
+    timed("kb-list", cmd)  # warms the default cache
+    runs = [timed("kb-list", cmd) for _ in range(repeat)]
+    return {
+        "seconds": statistics.median(r.seconds for r in runs),
+        "runs": [r.seconds for r in runs],
+        "cold_cache_seconds": cold.seconds,
+        "walls_listed": max(len(r.stdout.splitlines()) for r in runs),
+        "intake_bytes": statistics.median(r.intake_bytes for r in runs),
+        "exit": max(r.exit for r in runs),
+    }
+
+
 def warm(path: Path) -> None:
     """Read the file once so every timed run reads it from the page cache."""
     with path.open("rb") as fh:
@@ -600,6 +720,12 @@ def main(argv: list[str] | None = None) -> int:
         default=parse_size("64M"),
         help="size of the log where every tenth line is a wall (64M)",
     )
+    ap.add_argument(
+        "--small-size",
+        type=parse_size,
+        default=parse_size("1M"),
+        help="the small log a person triages while waiting (1M)",
+    )
     ap.add_argument("--knowledge", type=Path, default=None, help="knowledge dir (built-in)")
     ap.add_argument(
         "--samples", type=Path, default=SAMPLES, help="dir with walls/<id>/*.log and healthy/*.log"
@@ -610,6 +736,10 @@ def main(argv: list[str] | None = None) -> int:
     if not shutil.which("spark-tui"):
         raise SystemExit("spark-tui is not on PATH (pip install -e .)")
     args.out.mkdir(parents=True, exist_ok=True)
+    global _OUT_DIR
+    _OUT_DIR = args.out
+    if not RG:
+        print("ripgrep (rg) is not installed: timing grep alone", file=sys.stderr)
     kb = load_knowledge(args.knowledge, use_user=False)
     ref = Reference(list(kb))
     global _BLOCK_MATCHER
@@ -632,10 +762,11 @@ def main(argv: list[str] | None = None) -> int:
     if untranslated:
         print("not translatable to ERE (grep runs without them):", *untranslated, sep="\n  ")
 
-    def make(size: int, name: str) -> Built:
+    def make(size: int, name: str, plants: int | None = None) -> Built:
+        plants = plants or args.plants
         path = args.out / name
         key = hashlib.sha256()
-        key.update(f"v2:{size}:{args.plants}:".encode() + patterns.read_bytes())  # v2: "hits"
+        key.update(f"v2:{size}:{plants}:".encode() + patterns.read_bytes())  # v2: "hits"
         for p in sorted(args.samples.rglob("*.log")) + sorted(FIXTURES_REAL.rglob("*")):
             if p.is_file():
                 key.update(p.name.encode() + p.read_bytes())
@@ -651,7 +782,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"reusing {path} ({b.size / 2**20:.0f} MiB)")
                 return b
         t0 = time.perf_counter()
-        b = build(path, size, args.plants, kb, ref, args.samples)
+        b = build(path, size, plants, kb, ref, args.samples)
         print(
             f"built {path} ({b.size / 2**20:.0f} MiB, {b.lines} lines) in {time.perf_counter() - t0:.1f} s"
         )
@@ -681,12 +812,15 @@ def main(argv: list[str] | None = None) -> int:
     warm(big.path)
     load_before = os.getloadavg()[0]
     grep_cmd = ["grep", "-E", "-c", "-f", str(patterns), str(big.path)]
+    rg_cmd = ["rg", "--no-unicode", "-c", "-f", str(patterns), str(big.path)] if RG else []
     cenv = dict(os.environ, LC_ALL="C")
-    runs: dict[str, list[Run]] = {"grep": []}
+    runs: dict[str, list[Run]] = {"grep": [], "rg": []}
     for e in engines:
         runs[e] = []
     for _ in range(args.repeat):  # interleaved, so load from other processes hits all alike
         runs["grep"].append(timed("grep", grep_cmd, cenv))
+        if RG:
+            runs["rg"].append(timed("rg", rg_cmd, cenv))
         for e in engines:
             cmd = ["spark-tui", "triage", "--json", "--engine", e, *kb_args, str(big.path)]
             runs[e].append(timed(e, cmd))
@@ -719,13 +853,19 @@ def main(argv: list[str] | None = None) -> int:
             "rss_mb": max(r.rss_mb for r in runs["grep"]),
             "count": grep_count,
             "expected_count": big.grep_expected,
+            "intake_bytes": statistics.median(r.intake_bytes for r in runs["grep"]),
         },
+        "rg": peer_figures(runs["rg"], big, mib, grep_s),
         "startup_seconds": startup.seconds,
         "load_average_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],
         "default_engine": default_engine,
         "engines": {},
     }
     ok = grep_count == big.grep_expected
+    rg_fig = results["rg"]
+    if rg_fig and rg_fig["count"] != big.grep_expected:  # type: ignore[index]
+        ok = False
+        print(f"rg counted {rg_fig['count']} lines, the reference {big.grep_expected}")  # type: ignore[index]
     if not ok:
         print(
             f"grep counted {grep_count} lines, the reference {big.grep_expected}: translation differs"
@@ -739,7 +879,9 @@ def main(argv: list[str] | None = None) -> int:
             "runs": [r.seconds for r in runs[e]],
             "mb_s": mib / secs,
             "ratio_to_grep": secs / grep_s,
+            "ratio_to_rg": secs / results["rg"]["seconds"] if results["rg"] else None,  # type: ignore[index]
             "rss_mb": max(r.rss_mb for r in runs[e]),
+            "intake_bytes": statistics.median(r.intake_bytes for r in runs[e]),
             "correct": not problems,
             "problems": problems[:20],
         }
@@ -782,7 +924,21 @@ def main(argv: list[str] | None = None) -> int:
         "rss_mb": d_tui.rss_mb,
         "counts_right": d_got == want,
     }
+    if RG:
+        d_rg = timed("rg", [*rg_cmd[:-1], str(dense)], cenv)
+        results["dense"]["rg_seconds"] = d_rg.seconds  # type: ignore[index]
+        results["dense"]["ratio_to_rg"] = d_tui.seconds / d_rg.seconds  # type: ignore[index]
+
+    # where a person waits: a 1 MB log, and `kb list`
+    one_mb = make(args.small_size, "bench-1m.log", plants=1)
+    warm(one_mb.path)
+    results["small_file"] = small_file(one_mb, patterns, kb_args, cenv, args.repeat)
+    sf = results["small_file"]
+    ok = ok and sf["correct"]  # type: ignore[index]
+    results["kb_list"] = kb_list(kb_args, args.repeat, args.out)
+    results["load_average_1m_end"] = round(os.getloadavg()[0], 2)
     (args.out / "results.json").write_text(json.dumps(results, indent=1))
+    (args.out / "triage.json").write_text(json.dumps(results, indent=1))
     print(report(results))
     return 0 if ok else 1
 
@@ -798,16 +954,25 @@ def report(r: dict) -> str:
         f"log: {r['size_bytes'] / 2**20:.0f} MiB, {r['lines']:,} lines, {r['plants']} plants of"
         f" {len(r['log_walls_planted'])} log walls; {r['patterns']} regexes",
         "",
-        "| tool | seconds (median) | MB/s | ratio to grep | peak RSS | correct |",
-        "|---|---:|---:|---:|---:|---|",
-        f"| `grep -E -c -f` (LC_ALL=C) | {g['seconds']:.2f} | {g['mb_s']:.0f} | 1.00 | {g['rss_mb']:.0f} MB"
-        f" | {'yes' if g['count'] == g['expected_count'] else 'NO'} ({g['count']} lines) |",
+        "| tool | seconds (median) | MB/s | ratio to grep | ratio to rg | peak RSS | bytes read | correct |",
+        "|---|---:|---:|---:|---:|---:|---:|---|",
     ]
+    rg = r.get("rg")
+    rg_s = rg["seconds"] if rg else float("nan")
+    for name, v in (("`grep -E -c -f` (LC_ALL=C)", g), ("`rg --no-unicode -c -f` (LC_ALL=C)", rg)):
+        if v is None:
+            continue
+        lines.append(
+            f"| {name} | {v['seconds']:.2f} | {v['mb_s']:.0f} | {v['seconds'] / g['seconds']:.2f}"
+            f" | {v['seconds'] / rg_s:.2f} | {v['rss_mb']:.0f} MB | {_mb(v['intake_bytes'])}"
+            f" | {'yes' if v['count'] == v['expected_count'] else 'NO'} ({v['count']} lines) |"
+        )
     for e, v in r["engines"].items():
         star = " (default)" if e == r["default_engine"] else ""
         lines.append(
             f"| `spark-tui triage --json --engine {e}`{star} | {v['seconds']:.2f} | {v['mb_s']:.0f}"
-            f" | {v['ratio_to_grep']:.2f} | {v['rss_mb']:.0f} MB | {'yes' if v['correct'] else 'NO'} |"
+            f" | {v['ratio_to_grep']:.2f} | {v['seconds'] / rg_s:.2f} | {v['rss_mb']:.0f} MB"
+            f" | {_mb(v['intake_bytes'])} | {'yes' if v['correct'] else 'NO'} |"
         )
     rc = r["rss_check"]
     ep = r["every_plant"]
@@ -824,10 +989,43 @@ def report(r: dict) -> str:
         f"peak RSS, default engine: {rc['small_rss_mb']:.0f} MB on {rc['small_size_bytes'] / 2**20:.0f} MiB,"
         f" {rc['big_rss_mb']:.0f} MB on {r['size_bytes'] / 2**20:.0f} MiB",
     ]
+    if "rg_seconds" in dn:
+        lines.append(
+            f"  the same with rg: {dn['rg_seconds']:.2f} s (triage/rg {dn['ratio_to_rg']:.2f})"
+        )
+    sf = r.get("small_file")
+    if sf:
+        lines += [
+            "",
+            f"small file: {sf['size_bytes'] / 2**20:.2f} MiB, {sf['lines']:,} lines, {sf['plants']} plants;"
+            f" spark-tui correct: {'yes' if sf['correct'] else 'NO'}",
+            "| tool | seconds (median) | runs | peak RSS | bytes read |",
+            "|---|---:|---|---:|---:|",
+        ]
+        for name, v in sf["tools"].items():
+            runs = " / ".join(f"{x:.3f}" for x in v["runs"])
+            extra = f" ({v['count']} lines)" if "count" in v else ""
+            lines.append(
+                f"| {name}{extra} | {v['seconds']:.3f} | {runs} | {v['rss_mb']:.0f} MB"
+                f" | {_mb(v['intake_bytes'])} |"
+            )
+        lines.append(f"spark-tui with an empty cache: {sf['cold_cache_seconds']:.3f} s")
+    kl = r.get("kb_list")
+    if kl:
+        lines.append(
+            f"kb list: {kl['seconds']:.3f} s median ({' / '.join(f'{x:.3f}' for x in kl['runs'])}),"
+            f" {kl['cold_cache_seconds']:.3f} s with an empty cache; {kl['walls_listed']} lines,"
+            f" {_mb(kl['intake_bytes'])} read"
+        )
+    lines.append(f"load average at the end: {r.get('load_average_1m_end')}")
     for e, v in r["engines"].items():
         for p in v["problems"]:
             lines.append(f"  {e}: {p}")
     return "\n".join(lines)
+
+
+def _mb(n: float) -> str:
+    return f"{n / 1e6:.1f} MB" if n >= 1e5 else f"{n / 1e3:.0f} kB"
 
 
 if __name__ == "__main__":

@@ -6,10 +6,13 @@
 Figures (bench/README.md, "## TUI"):
 1. Three nodes each streaming 5,000 log lines/s into the app (the real pipeline: a
    LocalTransport per node runs `tail -F`, the ClusterMonitor matches every line, the
-   EventPump hands batches to the log pane): keypress-to-screen p95 (`f` pressed in a
-   real terminal, tmux, until the screen shows the change), and CPU of the app against
-   toolong (`pip install toolong` in a throw-away venv) tailing the same three files in
-   the same run, as a ratio.
+   EventPump hands batches to the log pane) and into toolong (`pip install toolong` in a
+   throw-away venv) on the same three files in the same run: CPU of each, and each one's
+   intake (how far into each file its processes have read, from the offsets of their open
+   descriptors in /proc/PID/fdinfo, in bytes and in lines), so CPU per line taken in.
+   Then keypress-to-screen under the same stream, each viewer alone: toolong's ctrl+t
+   (its TAIL label goes and comes back), then ours, `f` (following / paused), timed in
+   a real terminal (tmux) until the screen shows the change.
 2. RSS of the app after 10 million lines through the same pipeline (bounded scrollback).
 3. Cold start of `spark-tui` to its first frame (tmux, until the node panes show).
 4. `spark-tui --help`.
@@ -180,6 +183,70 @@ def toolong_command() -> str | None:
 
 
 # ---------------------------------------------------------------- the figures
+def file_positions(proc: psutil.Process | None, files: list[Path]) -> dict[str, int]:
+    """For each log file, the furthest read offset of any descriptor a process of the tree
+    holds on it (/proc/PID/fdinfo): how far into the file the viewer has read."""
+    out = {str(f): 0 for f in files}
+    if proc is None:
+        return out
+    for p in [proc, *proc.children(recursive=True)]:
+        try:
+            for of in p.open_files():
+                if of.path in out:
+                    out[of.path] = max(out[of.path], of.position)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+    return out
+
+
+def lines_between(path: str, start: int, end: int) -> int:
+    """Lines (newlines) in a file between two offsets."""
+    if end <= start:
+        return 0
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        return fh.read(end - start).count(b"\n")
+
+
+def intake(files: list[Path], before: dict[str, int], after: dict[str, int]) -> tuple[int, int]:
+    """(bytes, lines) read from the files between two file_positions()."""
+    b = sum(after[str(f)] - before[str(f)] for f in files)
+    n = sum(lines_between(str(f), before[str(f)], after[str(f)]) for f in files)
+    return b, n
+
+
+def keypresses(session: str, key: str, on: str, presses: int) -> list[float]:
+    """Send `key`, time until the screen changes state: `on` appears, then (the next press)
+    disappears. Polled every 5 ms."""
+    latencies = []
+    for _ in range(presses):
+        shown = on in screen(session)
+        t = time.perf_counter()
+        tmux("send-keys", "-t", session, key)
+        took = wait_for(lambda s=shown: (on in screen(session)) != s, 5, step=0.005)
+        latencies.append((time.perf_counter() - t) if took is not None else 5.0)
+        time.sleep(0.2)
+    return sorted(latencies)
+
+
+def pcts(latencies: list[float]) -> tuple[float, float]:
+    return (
+        1000 * statistics.median(latencies),
+        1000 * latencies[int(0.95 * (len(latencies) - 1))],
+    )
+
+
+def status_lines(status: Path) -> int:
+    """The log view's line count from the app's status file (retried: it is rewritten
+    every 0.5 s, and may be read half written)."""
+    for _ in range(50):
+        try:
+            return int(json.loads(status.read_text())["lines"])
+        except (OSError, ValueError, KeyError):
+            time.sleep(0.02)
+    return 0
+
+
 def streaming(window_s: float, presses: int) -> dict[str, object]:
     tmp = Path(tempfile.mkdtemp(prefix="spark-tui-bench-"))
     files = [tmp / f"{n}.log" for n in NODES]
@@ -188,10 +255,9 @@ def streaming(window_s: float, presses: int) -> dict[str, object]:
     status = tmp / "status.json"
     writer = Writer(files)
     out: dict[str, object] = {}
+    app_cmd = f"{sys.executable} {__file__} --app {status} {' '.join(map(str, files))}"
     try:
-        app = start(
-            "bench-app", f"{sys.executable} {__file__} --app {status} {' '.join(map(str, files))}"
-        )
+        app = start("bench-app", app_cmd)
         tl_cmd = toolong_command()
         tl = start("bench-tl", f"{tl_cmd} {' '.join(map(str, files))}") if tl_cmd else None
         wait_for(lambda: "· following" in screen("bench-app"), 30)
@@ -199,32 +265,54 @@ def streaming(window_s: float, presses: int) -> dict[str, object]:
             wait_for(lambda: "TAIL" in screen("bench-tl"), 30)
         writer.start()  # both follow the files from the start (toolong stalls on a file growing as it opens)
         time.sleep(3.0)  # both warmed up on the stream
+        sizes0 = {str(f): f.stat().st_size for f in files}
+        pos_app0, pos_tl0 = file_positions(app, files), file_positions(tl, files)
+        pane0 = status_lines(status)
         c_app, c_tl, t0 = cpu_seconds(app), cpu_seconds(tl) if tl else 0.0, time.perf_counter()
         time.sleep(window_s)
         dt = time.perf_counter() - t0
-        out["cpu_app"] = (cpu_seconds(app) - c_app) / dt
-        out["cpu_toolong"] = (cpu_seconds(tl) - c_tl) / dt if tl else None
-        out["toolong_alive"] = bool(tl and tl.is_running())
-        out["toolong_screen_tail"] = screen("bench-tl").strip().splitlines()[-1:] if tl else None
-        # keypress to screen, under the same stream; toolong stopped first: on two cores the
-        # two viewers side by side would measure the machine's overload, not the app
-        tmux("kill-session", "-t", "bench-tl")
-        time.sleep(1.0)
-        latencies = []
-        for i in range(presses):
-            want = "· paused" if i % 2 == 0 else "· following"
-            t = time.perf_counter()
-            tmux("send-keys", "-t", "bench-app", "f")
-            took = wait_for(lambda w=want: w in screen("bench-app"), 5, step=0.005)
-            latencies.append((time.perf_counter() - t) if took is not None else 5.0)
-            time.sleep(0.2)
-        latencies.sort()
-        out["key_p50_ms"] = 1000 * statistics.median(latencies)
-        out["key_p95_ms"] = 1000 * latencies[int(0.95 * (len(latencies) - 1))]
+        cpu_app = cpu_seconds(app) - c_app
+        cpu_tl = cpu_seconds(tl) - c_tl if tl else 0.0
+        sizes1 = {str(f): f.stat().st_size for f in files}
+        pos_app1, pos_tl1 = file_positions(app, files), file_positions(tl, files)
+        time.sleep(0.6)  # the status file is written every 0.5 s
+        pane1 = status_lines(status)
+        written_b, written_n = intake(files, sizes0, sizes1)
+        app_b, app_n = intake(files, pos_app0, pos_app1)
+        out["window_s"] = dt
+        out["written_lines"] = written_n
+        out["written_bytes"] = written_b
+        out["cpu_app"] = cpu_app / dt
+        out["app_read_lines"] = app_n
+        out["app_read_bytes"] = app_b
+        out["app_pane_rows"] = pane1 - pane0  # the log view's own count (rows)
+        out["app_cpu_us_per_line"] = 1e6 * cpu_app / max(app_n, 1)
+        out["app_intake_fraction"] = app_n / max(written_n, 1)
+        if tl:
+            tl_b, tl_n = intake(files, pos_tl0, pos_tl1)
+            out["cpu_toolong"] = cpu_tl / dt
+            out["toolong_read_lines"] = tl_n
+            out["toolong_read_bytes"] = tl_b
+            out["toolong_cpu_us_per_line"] = 1e6 * cpu_tl / max(tl_n, 1)
+            out["toolong_intake_fraction"] = tl_n / max(written_n, 1)
+            out["cpu_ratio"] = cpu_app / cpu_tl if cpu_tl else None
+            out["cpu_per_line_ratio"] = out["app_cpu_us_per_line"] / out["toolong_cpu_us_per_line"]  # type: ignore[operator]
+            out["toolong_alive"] = tl.is_running()
+        # keypress to screen under the same stream, each viewer alone (on two cores the two
+        # side by side would measure the machine's overload): toolong first, ctrl+t
+        # toggling its TAIL label; then ours, `f` toggling following/paused
+        tmux("kill-session", "-t", "bench-app")
+        if tl:
+            time.sleep(1.0)
+            lat = keypresses("bench-tl", "C-t", "TAIL", presses)
+            out["toolong_key_p50_ms"], out["toolong_key_p95_ms"] = pcts(lat)
+            tmux("kill-session", "-t", "bench-tl")
+        start("bench-app", app_cmd)
+        wait_for(lambda: "· following" in screen("bench-app"), 30)
+        time.sleep(3.0)
+        lat = keypresses("bench-app", "f", "· paused", presses)
+        out["key_p50_ms"], out["key_p95_ms"] = pcts(lat)
         out["lines_written"] = writer.written
-        out["lines_on_screen"] = (
-            json.loads(status.read_text())["lines"] if status.exists() else None
-        )
     finally:
         writer.stop.set()
         tmux("kill-session", "-t", "bench-app")
@@ -324,7 +412,11 @@ def main() -> int:
     if shutil.which("tmux") is None:
         print("bench/tui.py needs tmux (apt-get install tmux)", file=sys.stderr)
         return 2
-    results: dict[str, object] = {"machine": machine(), "date": time.strftime("%Y-%m-%d")}
+    results: dict[str, object] = {
+        "machine": machine(),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "load_average_1m_before": round(os.getloadavg()[0], 2),
+    }
     # one idle session keeps the tmux server up between the measured ones (a server that
     # exits as the next session starts fails that start)
     start("bench-anchor", "sleep 3600")
@@ -344,7 +436,11 @@ def _figures(args: argparse.Namespace, results: dict[str, object]) -> int:
         results.update(streaming(10 if args.quick else 30, 20 if args.quick else 60))
     if "flood" in want:
         results.update(flood(333_334 if args.quick else 3_333_334))
+    results["load_average_1m"] = round(os.getloadavg()[0], 2)
     print(json.dumps(results, indent=2))
+    out = ROOT / "bench" / "out" / "tui.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=1))
     return 0
 
 
