@@ -73,8 +73,8 @@ def run_app(files: list[str], status: str, flood: int) -> None:
     )
 
     class BenchApp(SparkTuiApp):
-        def on_mount(self) -> None:
-            super().on_mount()
+        def _start_live(self) -> None:
+            super()._start_live()  # the monitor starts after the first frame
             for i, node in enumerate(NODES):
                 if flood:
                     line = LINES[0].replace("'", "")
