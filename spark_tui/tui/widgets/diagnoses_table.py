@@ -61,13 +61,13 @@ class DiagnosesTable(DataTable):
         key = diagnosis_key(d)
         self.diagnoses[key] = d
         if d.active:
-            wall = Text(f" {d.wall.id}")
+            wall = Text(f" {d.wall.id}", no_wrap=True, overflow="ellipsis")
             # "?": only suspected (a symptom in the log; readings would confirm it)
             mark = "?" if d.confidence == SUSPECTED else ""
             state = Text(d.severity + mark, style=SEVERITY_STYLE.get(d.severity, ""))
             seen = Text(clock_hms(d.last_seen or d.first_seen))
         else:
-            wall = Text(f" {d.wall.id}", style="dim")
+            wall = Text(f" {d.wall.id}", style="dim", no_wrap=True, overflow="ellipsis")
             state = Text("resolved", style="dim green")
             seen = Text(clock_hms(d.resolved_at), style="dim")
         node = Text(d.node or d.source.split(":")[0], style="" if d.active else "dim")
