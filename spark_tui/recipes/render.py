@@ -44,21 +44,19 @@ def words(argv: list[object]) -> str:
 
 
 _stamp_lock = threading.Lock()
-_last_stamp: list[str] = ["", ""]  # (second, last stamp given in it)
+_stamp_last: tuple[str, int] = ("", 0)  # the second last stamped, and stamps given in it
 
 
 def stamp_now() -> str:
     """A timestamp for backups and renamed containers (UTC, sortable), never the same twice
     in one process: two launches in one second (a fast relaunch) would rename their
     containers to the same name, and the second rename, then the new container, would fail."""
+    global _stamp_last
     second = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     with _stamp_lock:
-        if _last_stamp[0] != second:
-            _last_stamp[:] = [second, second]
-            return second
-        n = int(_last_stamp[1].rpartition("-")[2]) + 1 if _last_stamp[1] != second else 2
-        _last_stamp[1] = f"{second}-{n}"
-        return _last_stamp[1]
+        n = _stamp_last[1] + 1 if _stamp_last[0] == second else 1
+        _stamp_last = (second, n)
+    return second if n == 1 else f"{second}-{n}"
 
 
 def template_values(

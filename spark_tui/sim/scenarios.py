@@ -77,12 +77,7 @@ def scenarios(path: Path = _FILE) -> dict[str, Scenario]:
 
 def _scenario(name: str, body: Any, path: Path, where: int) -> Scenario:
     """One scenario's body, checked."""
-    if not isinstance(body, LDict):
-        raise InputError(f"scenario {name!r}: expected a mapping", str(path), where)
-    unknown = set(body) - KEYS
-    if unknown:
-        key = sorted(unknown)[0]
-        raise InputError(f"scenario {name!r}: unknown field {key!r}", str(path), line_of(body, key))
+    _check_keys(body, KEYS, f"scenario {name!r}", path, where)
     # a story of a deployment already running (launch: false) may have no recipe
     required = ("description", "recipe") if body.get("launch", True) else ("description",)
     for req in required:
