@@ -33,7 +33,7 @@ from spark_tui.errors import InputError, SparkTuiError
 from spark_tui.events import ActionProgress, DiagnosisRaised, DiagnosisResolved, Event
 from spark_tui.kb.diagnosis import Diagnosis
 from spark_tui.kb.loader import KnowledgeBase
-from spark_tui.kb.schema import SEVERITY_RANK, Fix
+from spark_tui.kb.schema import Fix
 from spark_tui.nodes.cluster import ClusterConfig
 from spark_tui.nodes.state import NodeState
 from spark_tui.nodes.transport import Transport
@@ -41,17 +41,17 @@ from spark_tui.recipes.plan import LaunchPlan
 from spark_tui.recipes.revisions import RevisionStore
 from spark_tui.remedy.fixes import Confirm, FixPlan, FixResult, RunEnvironment, action_plan
 from spark_tui.remedy.journal import Journal, UnfinishedRun, unfinished
-from spark_tui.remedy.launch import AutoRelaunchGuard, RelaunchDecision, decide_after_crash
+from spark_tui.remedy.launch import AutoRelaunchGuard
 from spark_tui.state import StateDir
 
 if TYPE_CHECKING:
-    from spark_tui.bringup import GuidedBringUp
     from spark_tui.monitor import ClusterMonitor
     from spark_tui.nodes.doctor import DoctorReport
     from spark_tui.recipes.fit import FitReport
     from spark_tui.recipes.model import Recipe
 
 Listener = Callable[[Event], None]
+Applied = Callable[[FixPlan, FixResult], None]
 Progress = Callable[[ActionProgress], None]
 REAL_PERIOD_S = 0.5  # real seconds between two sampling rounds of a node, at most
 MIN_PERIOD_S = 2.0  # clock seconds: a slow clock must not mean two rounds a second
@@ -133,7 +133,7 @@ class Session:
         self._recipe_id = recipe_id
         self._recipe: Recipe | None = None
         self._book: Any = None
-        self._bringup: GuidedBringUp | None = None
+        self._applied: list[Applied] = []
         self._evidence: Any = None
         self._last_launch_at: float | None = None
         self._last_tok_s: float | None = None
@@ -567,9 +567,11 @@ class Session:
         """(Re)launch the recipe in use: stop the stack, drop caches (as the recipe says,
         unless `clean` says otherwise), Ray, serve, smoke."""
         recipe = self._require_recipe("launch")
+        serves = any(st.engine is not None for st in self.states().values())
+        verb = "Relaunch" if serves or self._last_launch_at is not None else "Launch"
         return action_plan(
             "relaunch",
-            f"Relaunch {recipe.id} (rev {recipe.revision})",
+            f"{verb} {recipe.id} (rev {recipe.revision})",
             [("relaunch", {"clean": recipe.drop_caches if clean is None else clean})],
             self.config,
             recipe,
@@ -614,7 +616,15 @@ class Session:
         fixed = result.ok and result.verified is not False and remedial and bool(plan.wall)
         if fixed and self.monitor is not None:
             self.monitor.resolve_fixed(plan.wall, plan.fix.title, self._last_launch_at)
+        if result.message != "not confirmed: nothing ran":
+            for listener in list(self._applied):
+                listener(plan, result)
         return result
+
+    def subscribe_applied(self, listener: Applied) -> None:
+        """Be told of every plan this session ran (the driver keeps its count of launches
+        and fixes so; called from the thread that applied it)."""
+        self._applied.append(listener)
 
     def _require_recipe(self, what: str) -> Recipe:
         recipe = self.recipe()
@@ -624,11 +634,6 @@ class Session:
                 "or adopt what runs now as one (spark-tui recipes adopt)"
             )
         return recipe
-
-    def after_crash(self) -> RelaunchDecision:
-        """Whether the active error walls allow one automatic relaunch (at most one per
-        diagnosis, never blindly), and with which fix."""
-        return decide_after_crash(self.diagnoses(), self.guard, self.clock.now())
 
     def unfinished(self) -> list[UnfinishedRun]:
         """Changes that started and never ended (a kill, a crash): what may have half-run."""
@@ -813,27 +818,6 @@ class Session:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(self.report(diagnoses), encoding="utf-8")
         return out
-
-    def bringup(self) -> GuidedBringUp:
-        """The guided bring-up over this cluster (one per session: it resumes)."""
-        if self._bringup is None:
-            from spark_tui.bringup import GuidedBringUp
-
-            self._bringup = GuidedBringUp(self)
-        return self._bringup
-
-    def worst_active(self) -> Diagnosis | None:
-        """The diagnosis a front end should show first: most severe, readings before log
-        lines (a log line's cause is chosen where it holds), then the earliest."""
-        active = [d for d in self.diagnoses() if d.severity != "info" and d.fixes()]
-        active.sort(
-            key=lambda d: (
-                SEVERITY_RANK[d.severity],
-                not d.source.endswith("readings"),
-                d.first_seen,
-            )
-        )
-        return active[0] if active else None
 
 
 __all__ = [

@@ -8,6 +8,7 @@ import os
 import stat
 from pathlib import Path
 
+from spark_tui.driver import decide_after_crash
 from spark_tui.entry import main
 from spark_tui.events import DiagnosisRaised
 from spark_tui.kb.diagnosis import DiagnosisBook
@@ -16,7 +17,7 @@ from spark_tui.nodes.cluster import ClusterConfig, NodeConfig
 from spark_tui.nodes.local import LocalTransport
 from spark_tui.nodes.rules import RuleEngine
 from spark_tui.remedy.evidence import AutoEvidence, collect_evidence, evidence_only
-from spark_tui.remedy.launch import AutoRelaunchGuard, decide_after_crash
+from spark_tui.remedy.launch import AutoRelaunchGuard
 from spark_tui.remedy.render import evidence_command
 from spark_tui.state import StateDir
 

@@ -2,8 +2,11 @@
 JSON lines while the nodes run, through the same session as the TUI. Each line is an object
 with an "event": `diagnosis` (`triage --json`'s entry plus "node", "time", "cause"),
 `resolved` (a wall that cleared, and how), `unreachable` / `reachable` (a node dropped or
-came back), `relaunch` (with --auto-relaunch). With --demo the scenario's recipe is launched
-first (as the TUI demo does). Runs until interrupted, or for --duration seconds."""
+came back), `relaunch` (with --auto-relaunch: one line per decision after a crash, with its
+time and node). With --demo the scenario's recipe is launched first (as the TUI demo does);
+with --demo and --auto-relaunch the scenario is brought up as `up --yes` brings it up (the
+driver's steps, printed as `up --json` prints them). Runs until interrupted, or for
+--duration seconds (with --demo and no --duration: 20 seconds, said when reached)."""
 
 from __future__ import annotations
 
@@ -22,7 +25,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="one JSON object per event")
     add_cluster_source(p, "watch a simulated scenario instead")
     p.add_argument("--period", type=float, metavar="S", help="seconds between rounds of a node")
-    p.add_argument("--duration", type=float, metavar="S", help="stop after S seconds")
+    p.add_argument(
+        "--duration",
+        type=float,
+        metavar="S",
+        help="stop after S seconds (with --demo: 20 unless given)",
+    )
     add_demo_options(p)
     p.add_argument(
         "--auto-relaunch",
@@ -57,6 +65,8 @@ class EventPrinter:
         self.crashed = threading.Event()
         self._down: set[str] = set()  # nodes said to be unreachable (so "again" is true)
         self._sure: dict[tuple[str, str], str] = {}  # confidence printed per wall and source
+        self._phase: dict[str, str] = {}  # serving phase per node: a crash is a change into it
+        self.crashed_on: str | None = None
 
     def write(self, obj: dict[str, Any], text: str) -> None:
         with self._lock:
@@ -107,11 +117,16 @@ class EventPrinter:
                 where = d.node or "cluster"
                 text = f"{d.severity:7} {where:10} {d.wall.id}: {d.evidence}"
                 self.write(diagnosis_line(d, event.time), text)
-        elif isinstance(event, NodeSampled) and event.state.serving.phase == "crashed":
-            self.crashed.set()
+        elif isinstance(event, NodeSampled):
+            phase = event.state.serving.phase
+            if phase == "crashed" and self._phase.get(event.node) != "crashed":
+                self.crashed_on = event.node
+                self.crashed.set()
+            self._phase[event.node] = phase
 
 
 def run(args: argparse.Namespace) -> int:
+    from spark_tui.driver import Driver, step_event
     from spark_tui.session import open_cluster
 
     printer = EventPrinter(args.json)
@@ -124,37 +139,76 @@ def run(args: argparse.Namespace) -> int:
         no_config="refuse",
     ) as session:
         session.start(printer, period_s=args.period)
+        driver = Driver(session)
+        if args.auto_relaunch:  # the driver's steps, as `up --json` prints them
+            driver.subscribe(
+                lambda step: printer.write(
+                    {**step_event(step), "time": _iso(session.clock.now())},
+                    f"step {step.kind}: {'ok' if step.ok else 'failed'} {step.wall or ''} "
+                    f"{step.fix or ''} {step.detail[:120]}",
+                )
+            )
         try:
-            if session.plays_launch:  # a scenario plays as its story did: its recipe launched
+            if session.plays_launch and args.auto_relaunch:
+                # a simulated story, brought up as `up --yes` would (the driver's steps)
+                driver.run(yes=True)
+                driver.end()
+            elif session.plays_launch:  # a scenario plays as its story did: its recipe launched
                 result = session.apply(session.plan_launch(), yes=True)
                 if not args.json:
                     how = "served" if result.ok else f"failed: {result.message}"
                     print(f"spark-tui: {args.demo}: the launch {how}", file=sys.stderr)
             duration = 20.0 if args.demo and args.duration is None else args.duration
-            _watch(session, printer, stop, duration, args.auto_relaunch)
+            if _watch(session, driver, printer, stop, duration, args.auto_relaunch):
+                print(
+                    f"spark-tui: stopped after {duration:g} s (--duration S to watch longer)",
+                    file=sys.stderr,
+                )
         except KeyboardInterrupt:
             pass
     return 0
 
 
-def _watch(session, printer: EventPrinter, stop: threading.Event, duration, auto: bool) -> None:
-    """Wait for the duration (or forever); with `auto`, one relaunch per diagnosis after a crash."""
+def _watch(
+    session, driver, printer: EventPrinter, stop: threading.Event, duration, auto: bool
+) -> bool:
+    """Wait for the duration (or forever); with `auto`, one relaunch per diagnosis after a
+    crash (the driver's rule): one line per decision. True when the duration ran out."""
     import time
 
+    from spark_tui.driver import decide_after_crash
+
     end = None if duration is None else time.monotonic() + duration
+    said: tuple | None = None
     while not stop.is_set():
         left = None if end is None else end - time.monotonic()
         if left is not None and left <= 0:
-            return
+            return True
         if printer.crashed.wait(min(left, 1.0) if left is not None else 1.0) and auto:
             printer.crashed.clear()
-            decision = session.after_crash()
+            session.monitor.wait_rounds(1)  # the crash's walls, matched
+            decision = decide_after_crash(
+                session.diagnoses(), session.guard, session.clock.now(), driver.changes
+            )
+            key = (decision.relaunch, decision.wall, decision.reason)
+            if key == said and not decision.relaunch:
+                continue  # the same answer to the same crash: said once
+            said = key
             printer.write(
-                {"event": "relaunch", "relaunch": decision.relaunch, "why": decision.reason},
-                f"after the crash: {decision.reason}",
+                {
+                    "event": "relaunch",
+                    "relaunch": decision.relaunch,
+                    "wall": decision.wall,
+                    "fix": decision.fix,
+                    "node": decision.node or printer.crashed_on,
+                    "why": decision.reason,
+                    "time": _iso(session.clock.now()),
+                },
+                f"after the crash on {printer.crashed_on}: {decision.reason}",
             )
             if decision.relaunch and decision.wall and decision.fix:
                 d = next(x for x in session.diagnoses() if x.wall.id == decision.wall)
                 fix = d.wall.fix(decision.fix)
                 if fix is not None:
                     session.apply(session.plan_fix(d, fix), yes=True)
+    return False

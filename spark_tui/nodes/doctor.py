@@ -550,3 +550,18 @@ def recipe_model_paths(
         if host_path.startswith(home):
             host_path = "~/" + host_path[len(home) :]
     return [host_path]
+
+
+def doctor_summary(report: DoctorReport) -> str:
+    """'26 passed, 2 warnings, 1 failed — reachable on spark2: …' (no 'doctor:' prefix)."""
+    counts = {"pass": 0, "warn": 0, "fail": 0, "skip": 0}
+    for c in report.checks:
+        counts[c.status] = counts.get(c.status, 0) + 1
+    words = {"pass": "passed", "warn": "warnings", "fail": "failed", "skip": "skipped"}
+    summary = ", ".join(f"{n} {words[k]}" for k, n in counts.items() if n)
+    failed = [
+        f"{c.id}{' on ' + c.node if c.node else ''}: {c.detail}"
+        for c in report.checks
+        if c.status == "fail"
+    ]
+    return summary + (" — " + "; ".join(failed) if failed else "")

@@ -6,6 +6,7 @@ Wide terminals show full node panes over log | walls; small ones (under 100 colu
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable
 from typing import ClassVar
@@ -18,9 +19,11 @@ from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import Footer, Header
 
+from spark_tui.driver import Driver
 from spark_tui.errors import SparkTuiError
 from spark_tui.events import (
     ActionProgress,
+    DiagnosisFixed,
     DiagnosisRaised,
     DiagnosisResolved,
     NodeSampled,
@@ -39,7 +42,7 @@ from spark_tui.tui.messages import (
 )
 from spark_tui.tui.screens.fix_modal import FixModal
 from spark_tui.tui.screens.output_screen import OutputScreen
-from spark_tui.tui.widgets.diagnoses_table import DiagnosesTable
+from spark_tui.tui.widgets.diagnoses_table import DiagnosesTable, diagnosis_key
 from spark_tui.tui.widgets.diagnosis_detail import DiagnosisDetail
 from spark_tui.tui.widgets.log_pane import LogPane
 from spark_tui.tui.widgets.node_pane import NodePane
@@ -72,9 +75,10 @@ class MainScreen(Screen):
         Binding("e", "export_report", "Export", show=False),
     ]
 
-    def __init__(self, session: Session, scrollback: int = 100_000) -> None:
+    def __init__(self, session: Session, driver: Driver, scrollback: int = 100_000) -> None:
         super().__init__(id="main")
         self.session = session
+        self.driver = driver
         self.scrollback = scrollback
         self.output: OutputScreen | None = None
         self.selected_key: str | None = None
@@ -150,7 +154,7 @@ class MainScreen(Screen):
                 self.remove_class("-no-walls")
                 self._auto_select(key, event.new)
                 self.post_message(DiagnosisShown(event.diagnosis, event.new))
-            elif isinstance(event, DiagnosisResolved):
+            elif isinstance(event, (DiagnosisResolved, DiagnosisFixed)):
                 key = table.upsert(event.diagnosis)
                 if key == self.selected_key:
                     self._auto_select(table.first_active() or key, True, resolved=True)
@@ -165,13 +169,21 @@ class MainScreen(Screen):
             if key == self.selected_key:
                 self._show_diagnosis(key)  # its evidence may have grown
             return
-        top = table.first_active()
+        top = self._offered_key() or table.first_active()
         target = top if top is not None and (new or resolved) else self.selected_key or key
         if target != self.selected_key or resolved:
             table.move_cursor(row=table.get_row_index(target), scroll=True)
             self._show_diagnosis(target)
         elif target == key:
             self._show_diagnosis(key)
+
+    def _offered_key(self) -> str | None:
+        """The row of the wall the driver would fix first (the one key's offer)."""
+        move = self.driver.offer()
+        if move is None or move.diagnosis is None:
+            return None
+        key = diagnosis_key(move.diagnosis)
+        return key if key in self.query_one(DiagnosesTable).diagnoses else None
 
     def _has(self, node: str) -> bool:
         return any(n.name == node for n in self.session.config.nodes)
@@ -213,6 +225,8 @@ class MainScreen(Screen):
             serving=self._serving,
             **self._memory,  # type: ignore[arg-type]
         )
+        if any(d.state == "fixed" for d in self.session.diagnoses(True)):
+            s = dataclasses.replace(s, fixed=True)  # a verified fix waits for its relaunch
         now, key = next_step(s)
         status = self.query_one(StatusLine)
         status.now, status.next_key = now, key
@@ -320,7 +334,7 @@ class MainScreen(Screen):
         self._start("doctor", "Doctor: read-only preflight", self._doctor_job)
 
     def _doctor_job(self, progress: Callable[[ActionProgress], None]) -> tuple[bool, str]:
-        from spark_tui.bringup import doctor_summary
+        from spark_tui.nodes.doctor import doctor_summary
 
         report = self.session.doctor()
         words = {"pass": "ok", "fail": "failed", "warn": "warning", "skip": "skipped"}
