@@ -149,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
                 )
             )
         try:
-            if session.plays_launch and args.auto_relaunch:
+            if session.sim is not None and args.auto_relaunch:
                 # a simulated story, brought up as `up --yes` would (the driver's steps)
                 driver.run(yes=True)
                 driver.end()
