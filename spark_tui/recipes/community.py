@@ -88,13 +88,24 @@ def is_community(data: Any) -> bool:
     )
 
 
+# keys eugr's run-recipe.py reads and spark-tui's own format does not have (sparkrun reads
+# some of them too: a sparkrun key decides first)
+_EUGR_KEYS = {"mods", "build_args", "cluster_only", "solo_only"}
+
+
 def flavour(data: dict) -> str:
-    """eugr (recipe_version 1, run-recipe.sh) or sparkrun (version 2; without a version,
-    sparkrun's own keys). The version decides: an eugr recipe may carry model_revision."""
-    version = str(data.get("sparkrun_version", data.get("recipe_version", "")))
-    if version in ("1", "2"):
-        return EUGR if version == "1" else SPARKRUN
-    return SPARKRUN if _SPARKRUN_KEYS & set(data) else EUGR
+    """eugr or sparkrun, told by the keys, never by `recipe_version` (eugr's own files have
+    carried "2", and eugr runs any version with a warning): a key only sparkrun reads makes it
+    sparkrun's; a key only eugr reads, or eugr's required name + container + command without a
+    sparkrun key, makes it eugr's; a recipe without a command is sparkrun's (eugr needs one)."""
+    keys = set(data)
+    if keys & (_SPARKRUN_KEYS - {"model_revision"}):  # eugr files pin revisions too
+        return SPARKRUN
+    if keys & _EUGR_KEYS or {"name", "container", "command"} <= keys:
+        return EUGR
+    if "command" not in keys:
+        return SPARKRUN
+    return SPARKRUN if str(data.get("recipe_version", "")) == "2" else EUGR
 
 
 def fill_placeholders(
