@@ -41,6 +41,7 @@ from spark_tui.remedy.fixes import Confirm, FixPlan, FixResult
 from spark_tui.remedy.launch import AutoRelaunchGuard
 
 if TYPE_CHECKING:
+    from spark_tui.event_lines import LineEvent
     from spark_tui.nodes.doctor import DoctorReport
     from spark_tui.session import Session
 
@@ -269,7 +270,7 @@ class Driver:
             return Move("launch", f"relaunch {self._recipe_label()} with the fix")
         errors = self._active(("error",))
         if errors or self.launch_ok is False:
-            move = self.offer(("error",))
+            move = self.offer(("error",)) or self._blocker()
             if move is None or move.diagnosis is None:
                 return Move("stuck", "no diagnosis with a fix: nothing restarts blindly")
             if not self.session.guard.allowed(diagnosis_key(move.diagnosis)):
@@ -280,6 +281,23 @@ class Driver:
         if not self.soaked:
             return Move("soak", "a few requests after the first answer")
         return Move("serving", f"serving {self._recipe_label()}")
+
+    def _blocker(self) -> Move | None:
+        """A launch that failed with no wall active now: the readings wall that stopped it
+        (seen during the launch, cleared since, e.g. by the launch's own stop) names it."""
+        since = self.session._last_launch_at
+        if self.launch_ok is not False or since is None:
+            return None
+        seen = [
+            d
+            for d in self.session.diagnoses(True)
+            if d.severity == "error" and d.last_seen >= since and source_kind(d.source) != "log"
+        ]
+        for d in sorted(seen, key=rank):
+            fix = self.fix_for(d)
+            if fix is not None:
+                return Move("fix", f"{d.wall.id} stopped the launch", d, fix, _relaunches(fix))
+        return None
 
     def _before_launch(self) -> Move | None:
         """A wall the doctor found or predicts, fixed before the launch: every active error
@@ -473,41 +491,57 @@ class Driver:
         return True
 
 
-def step_event(step: Step) -> dict[str, Any]:
-    """The JSON line of a step (`up --json`, `watch --json --auto-relaunch`)."""
+def step_events(step: Step, recipe: Any = None) -> list[LineEvent]:
+    """The lines of a step (`up --json`, `watch --json --auto-relaunch`): the one event
+    language of spark_tui.event_lines. `recipe`: the recipe in use after the step."""
+    from spark_tui import event_lines as ev
+
     if step.kind == "doctor":
         report = step.data.get("report")
         checks = report.checks if report is not None else ()
-        return {
-            "event": "doctor",
-            "ok": step.ok,
-            "reachable": bool(report.reachable) if report is not None else False,
-            "passed": sum(c.status == "pass" for c in checks),
-            "warnings": sum(c.status == "warn" for c in checks),
-            "failed": step.data.get("failed", []),
-        }
+        return [
+            ev.DoctorRan(
+                reachable=tuple(report.reachable) if report is not None else (),
+                passed=sum(c.status == "pass" for c in checks),
+                warnings=sum(c.status == "warn" for c in checks),
+                failed=tuple(step.data.get("failed", [])),
+            )
+        ]
     if step.kind == "fix":
-        out: dict[str, Any] = {"event": "fix", "wall": step.wall, "fix": step.fix, "ok": step.ok}
         plan = step.data.get("plan")
-        if plan is not None:
-            out["risk"] = plan.fix.risk
-            out["nodes"] = list(plan.nodes)
-        out["summary"] = step.detail
-        return out
+        before = plan.recipe if plan is not None else None
+        changed = recipe is not None and (
+            before is None or (recipe.id, recipe.revision) != (before.id, before.revision)
+        )
+        return [
+            ev.FixApplied(
+                wall=step.wall or "",
+                fix=step.fix or "",
+                risk=plan.fix.risk if plan is not None else "",
+                nodes=tuple(plan.nodes) if plan is not None else (),
+                ok=step.ok,
+                summary=step.detail,
+                recipe=recipe.id if changed else None,
+                revision=recipe.revision if changed else None,
+                switched_from=before.id if changed and before and before.id != recipe.id else None,
+            )
+        ]
     if step.kind == "launch":
-        out = {"event": "launch", "launch": step.launch, "ok": step.ok}
-        out["recipe"] = step.data.get("recipe")
+        n = step.launch or 0
+        out: list[LineEvent] = [ev.Launched(launch=n, recipe=step.data.get("recipe"))]
         if step.ok:
-            out["tok_s"] = step.data.get("tok_s")
+            out.append(ev.Serving(launch=n, tok_s=step.data.get("tok_s")))
         else:
-            out["why"] = step.detail
+            out.append(ev.LaunchFailed(launch=n, why=step.detail))
         return out
     if step.kind == "adopt":
-        return {"event": "adopt", "recipe": step.detail, "text": step.data.get("text", "")}
+        return [ev.Adopted(recipe=step.detail, text=step.data.get("text", ""))]
     if step.kind == "soak":
-        return {"event": "soak", "ok": step.ok, "launch": step.launch}
+        if step.ok:
+            return []
+        return [ev.LaunchFailed(launch=step.launch or 0, why="a request after the first failed")]
     if step.kind == "refused":
-        return {"event": "refused", "fix": step.fix, "why": step.detail}
+        return [ev.Refused(fix=step.fix or "", why=step.detail)]
     if step.kind == "serving":
-        return {"event": "serving", "launch": step.launch}
-    return {"event": "stuck", "why": step.detail}
+        return []
+    return [ev.Stuck(why=step.detail)]

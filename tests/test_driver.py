@@ -12,14 +12,15 @@ import sys
 import pytest
 
 from spark_tui.bringup import GuidedBringUp
-from spark_tui.driver import Driver, step_event
+from spark_tui.driver import Driver, step_events
+from spark_tui.event_lines import line
 from spark_tui.session import open_cluster
 from spark_tui.sim import scenario_names
 from spark_tui.up import bring_up
 from tests.test_tui_live import OPENED, wait_for
 
 SPEED = 240.0
-STEP_EVENTS = ("adopt", "doctor", "fix", "launch", "soak", "serving", "stuck", "refused")
+STEP_EVENTS = ("adopt", "doctor", "fix", "launch", "serving", "launch-failed", "stuck", "refused")
 
 
 def verdicts(events: list[dict]) -> list[tuple]:
@@ -84,14 +85,14 @@ def tui_steps(name: str) -> list[tuple]:
                 assert fix is not None
                 session.apply(session.plan_fix(outcome.diagnosis, fix), yes=True)
         driver.end()
-        return verdicts([step_event(s) for s in driver.steps])
+        return verdicts([line(e) for s in driver.steps for e in step_events(s)])
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", scenario_names())
 def test_up_the_tui_bringup_and_watch_take_the_same_steps(name: str) -> None:
     up = up_steps(name)
-    assert up[-1][0] == "serving", up
+    assert up[-1][0] == "serving", up  # the last launch served (and its soak answered)
     assert tui_steps(name) == up
     assert watch_steps(name) == up
 

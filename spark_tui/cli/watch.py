@@ -2,22 +2,26 @@
 JSON lines while the nodes run, through the same session as the TUI. Each line is an object
 with an "event": `diagnosis` (`triage --json`'s entry plus "node", "time", "cause"),
 `resolved` (a wall that cleared, and how), `unreachable` / `reachable` (a node dropped or
-came back), `relaunch` (with --auto-relaunch: one line per decision after a crash, with its
-time and node). With --demo the scenario's recipe is launched first (as the TUI demo does);
-with --demo and --auto-relaunch the scenario is brought up as `up --yes` brings it up (the
-driver's steps, printed as `up --json` prints them). Runs until interrupted, or for
---duration seconds (with --demo and no --duration: 20 seconds, said when reached)."""
+came back), `relaunch` (with --auto-relaunch). With --demo the scenario's recipe is launched
+first (as the TUI demo does). Runs until interrupted, or for --duration seconds."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import threading
-from datetime import datetime, timezone
-from typing import Any
+import time
+from collections.abc import Callable
 
 from spark_tui.cli.options import add_cluster_source, add_demo_options, config_of
+from spark_tui.event_lines import (
+    LineEvent,
+    NodeReach,
+    RelaunchDecided,
+    diagnosis_seen,
+    dumps,
+    wall_resolved,
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -25,12 +29,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="one JSON object per event")
     add_cluster_source(p, "watch a simulated scenario instead")
     p.add_argument("--period", type=float, metavar="S", help="seconds between rounds of a node")
-    p.add_argument(
-        "--duration",
-        type=float,
-        metavar="S",
-        help="stop after S seconds (with --demo: 20 unless given)",
-    )
+    p.add_argument("--duration", type=float, metavar="S", help="stop after S seconds")
     add_demo_options(p)
     p.add_argument(
         "--auto-relaunch",
@@ -40,37 +39,25 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
 
 
-def _iso(t: float) -> str:
-    return datetime.fromtimestamp(t, tz=timezone.utc).isoformat(timespec="seconds")
-
-
-def diagnosis_line(diagnosis, time: float) -> dict[str, object]:
-    """triage --json's entry plus the event, the node and the time (ISO 8601, UTC)."""
-    entry: dict[str, Any] = {"event": "diagnosis", **diagnosis.to_json()}
-    entry["node"] = diagnosis.node
-    entry["time"] = _iso(time)
-    if diagnosis.cause:
-        entry["cause"] = diagnosis.cause
-    return entry
-
-
 class EventPrinter:
     """A session listener: prints new diagnoses (and readings walls raised again), walls
     that resolved, nodes that dropped or came back."""
 
-    def __init__(self, as_json: bool, out=None) -> None:
+    def __init__(self, as_json: bool, out=None, now: Callable[[], float] = time.time) -> None:
         self.as_json = as_json
+        self.now = now  # the clock that stamps the lines the monitor's events do not
         self.out = out or sys.stdout
         self._lock = threading.Lock()
         self.crashed = threading.Event()
         self._down: set[str] = set()  # nodes said to be unreachable (so "again" is true)
         self._sure: dict[tuple[str, str], str] = {}  # confidence printed per wall and source
-        self._phase: dict[str, str] = {}  # serving phase per node: a crash is a change into it
-        self.crashed_on: str | None = None
 
-    def write(self, obj: dict[str, Any], text: str) -> None:
+    _phase: dict[str, str]
+    crashed_on: str | None = None
+
+    def write(self, event: LineEvent, text: str) -> None:
         with self._lock:
-            self.out.write((json.dumps(obj, ensure_ascii=False) if self.as_json else text) + "\n")
+            self.out.write((dumps(event) if self.as_json else text) + "\n")
             self.out.flush()
 
     def __call__(self, event) -> None:
@@ -89,24 +76,26 @@ class EventPrinter:
                 self._down.discard(event.node)
             else:
                 self._down.add(event.node)
-            kind = "reachable" if r.reachable else "unreachable"
             text = f"spark-tui: {event.node}: " + (
                 "reachable again" if r.reachable else f"unreachable ({r.reason}), retrying"
             )
             if self.as_json:
-                self.write({"event": kind, "node": event.node, "reason": r.reason or None}, "")
+                self.write(
+                    NodeReach(
+                        node=event.node,
+                        reachable=r.reachable,
+                        reason=r.reason or None,
+                        time=self.now(),
+                    ),
+                    "",
+                )
             print(text, file=sys.stderr)
         elif isinstance(event, DiagnosisResolved):
             d = event.diagnosis
-            obj = {
-                "event": "resolved",
-                "wall": d.wall.id,
-                "node": d.node,
-                "file": d.source,
-                "how": d.resolution,
-                "time": _iso(event.time),
-            }
-            self.write(obj, f"{'resolved':7} {d.node or 'cluster':10} {d.wall.id}: {d.resolution}")
+            self.write(
+                wall_resolved(d, event.time),
+                f"{'resolved':7} {d.node or 'cluster':10} {d.wall.id}: {d.resolution}",
+            )
         elif isinstance(event, DiagnosisRaised):
             d = event.diagnosis
             episode = d.source.endswith(":readings") or d.source == "recipe:checks"
@@ -116,20 +105,23 @@ class EventPrinter:
             if event.new or episode or surer:
                 where = d.node or "cluster"
                 text = f"{d.severity:7} {where:10} {d.wall.id}: {d.evidence}"
-                self.write(diagnosis_line(d, event.time), text)
+                self.write(diagnosis_seen(d, event.time), text)
         elif isinstance(event, NodeSampled):
             phase = event.state.serving.phase
             if phase == "crashed" and self._phase.get(event.node) != "crashed":
-                self.crashed_on = event.node
+                self.crashed_on = event.node  # a crash is a change into "crashed"
                 self.crashed.set()
             self._phase[event.node] = phase
 
 
 def run(args: argparse.Namespace) -> int:
-    from spark_tui.driver import Driver, step_event
+    from dataclasses import replace
+
+    from spark_tui.driver import Driver, step_events
     from spark_tui.session import open_cluster
 
     printer = EventPrinter(args.json)
+    printer._phase = {}
     stop = threading.Event()
     with open_cluster(
         config_of(args),
@@ -138,19 +130,20 @@ def run(args: argparse.Namespace) -> int:
         keep_state=args.keep_state,
         no_config="refuse",
     ) as session:
+        printer.now = session.clock.now
         session.start(printer, period_s=args.period)
         driver = Driver(session)
         if args.auto_relaunch:  # the driver's steps, as `up --json` prints them
-            driver.subscribe(
-                lambda step: printer.write(
-                    {**step_event(step), "time": _iso(session.clock.now())},
-                    f"step {step.kind}: {'ok' if step.ok else 'failed'} {step.wall or ''} "
-                    f"{step.fix or ''} {step.detail[:120]}",
-                )
-            )
+
+            def stepped(step) -> None:
+                for event in step_events(step, session.recipe()):
+                    text = f"step {step.kind}: {'ok' if step.ok else 'failed'} {step.detail[:120]}"
+                    printer.write(replace(event, time=session.clock.now()), text)
+
+            driver.subscribe(stepped)
         try:
             if session.sim is not None and args.auto_relaunch:
-                # a simulated story, brought up as `up --yes` would (the driver's steps)
+                # a simulated story, brought up as `up --yes` brings it up (the driver's steps)
                 driver.run(yes=True)
                 driver.end()
             elif session.plays_launch:  # a scenario plays as its story did: its recipe launched
@@ -174,8 +167,6 @@ def _watch(
 ) -> bool:
     """Wait for the duration (or forever); with `auto`, one relaunch per diagnosis after a
     crash (the driver's rule): one line per decision. True when the duration ran out."""
-    import time
-
     from spark_tui.driver import decide_after_crash
 
     end = None if duration is None else time.monotonic() + duration
@@ -184,9 +175,12 @@ def _watch(
         left = None if end is None else end - time.monotonic()
         if left is not None and left <= 0:
             return True
-        if printer.crashed.wait(min(left, 1.0) if left is not None else 1.0) and auto:
-            printer.crashed.clear()
-            session.monitor.wait_rounds(1)  # the crash's walls, matched
+        if not printer.crashed.wait(min(left, 1.0) if left is not None else 1.0):
+            continue
+        printer.crashed.clear()  # seen: without this the wait returns at once, for ever
+        if auto:
+            if session.monitor is not None:
+                session.monitor.wait_rounds(1)  # the crash's walls, matched
             decision = decide_after_crash(
                 session.diagnoses(), session.guard, session.clock.now(), driver.changes
             )
@@ -195,15 +189,14 @@ def _watch(
                 continue  # the same answer to the same crash: said once
             said = key
             printer.write(
-                {
-                    "event": "relaunch",
-                    "relaunch": decision.relaunch,
-                    "wall": decision.wall,
-                    "fix": decision.fix,
-                    "node": decision.node or printer.crashed_on,
-                    "why": decision.reason,
-                    "time": _iso(session.clock.now()),
-                },
+                RelaunchDecided(
+                    relaunch=decision.relaunch,
+                    why=decision.reason,
+                    wall=decision.wall,
+                    fix=decision.fix,
+                    node=decision.node or printer.crashed_on,
+                    time=session.clock.now(),
+                ),
                 f"after the crash on {printer.crashed_on}: {decision.reason}",
             )
             if decision.relaunch and decision.wall and decision.fix:
