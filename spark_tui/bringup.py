@@ -30,9 +30,9 @@ BRINGUP_STEPS: tuple[tuple[str, str], ...] = (
     ("cluster", "Cluster"),
     ("recipe", "Recipe"),
     ("doctor", "Doctor"),
-    ("fixes", "Fix what the doctor found"),
-    ("launch", "Launch: Ray, engine, a request"),
-    ("serving", "Soak requests, serving"),
+    ("fixes", "Fix findings"),
+    ("launch", "Launch"),
+    ("serving", "Soak and serve"),
 )
 ORDER = [sid for sid, _t in BRINGUP_STEPS]
 

@@ -18,9 +18,9 @@ reaches the driver (`Session.subscribe_applied`), so what it says next is always
 `up`, the TUI's bring-up screen and status line, and `watch --auto-relaunch` are views of
 it: each shows its moves and their verdicts (`Step`, one presenter: `step_event`).
 
-Which fix first (`offer`): the most severe active wall, readings and recipe checks before
-log lines (a log line is the symptom; the readings hold its root cause), then the
-earliest; of its fixes (its chosen cause's first) the first that changes something here —
+Which fix first (`offer`): the most severe active wall, a node's readings before the
+recipe's checks before log lines (a log line is the symptom; the readings hold its root
+cause), then the earliest; of its fixes (its chosen cause's first) the first that changes something here —
 never one that only gathers evidence (that runs as the wall is raised).
 """
 
@@ -85,10 +85,20 @@ class Step:
         return (self.kind, self.ok, self.wall, self.fix)
 
 
+SOURCE_ORDER = {"readings": 0, "recipe": 1, "log": 2}
+
+
 def rank(d: Diagnosis) -> tuple:
-    """The order walls are fixed in: most severe; a root cause (readings, recipe checks)
-    before a symptom (a log line); then the earliest."""
-    return (SEVERITY_RANK[d.severity], source_kind(d.source) == "log", d.first_seen, d.line)
+    """The order walls are fixed in: most severe; a root cause before a symptom — what a
+    node's readings show, then what the recipe's checks predict, then a log line; then the
+    earliest (and the wall's id: the same order every time)."""
+    return (
+        SEVERITY_RANK[d.severity],
+        SOURCE_ORDER[source_kind(d.source)],
+        d.first_seen,
+        d.wall.id,
+        d.line,
+    )
 
 
 def diagnosis_key(d: Diagnosis) -> str:
@@ -468,7 +478,10 @@ class Driver:
         return [d for d in self.session.diagnoses() if d.active and d.severity in severities]
 
     def changes(self, d: Diagnosis, fix: Fix) -> bool:
-        """Whether a fix's plan here changes something (`changes_something`)."""
+        """Whether a fix's plan here changes something (`changes_something`). With no recipe
+        yet, a fix that patches one counts: adopting what runs comes first (`adopt`)."""
+        if self.session.recipe() is None and any(kind(a.type).changes_recipe for a in fix.actions):
+            return True
         return changes_something(fix, self.session.fix_lines(d, fix))
 
     def _recipe_label(self) -> str:

@@ -156,13 +156,15 @@ class Session:
         read_only: bool = False,
         no_config: str = "simulate",
         sim_nodes: int | None = None,
+        demo_flag: bool = True,
     ) -> Session:
         """`scenario` plays a simulated cluster (at `speed`, or on `clock`; `sim_nodes` nodes;
         its state kept when `keep_state`); else `config` (a cluster.yaml), else ./cluster.yaml
         or ~/.config/spark-tui/cluster.yaml; with none, `no_config` says what to do:
         "simulate" (the simulated cluster, saying so), "refuse" (InputError), or "offline"
         (no nodes, the real state: a report of the journal). `recipe` names the recipe to use
-        instead of cluster.yaml's; `read_only` refuses every change from here on."""
+        instead of cluster.yaml's; `read_only` refuses every change from here on; `demo_flag`:
+        whether the command accepts --demo (a refusal names only flags it accepts)."""
         from spark_tui.kb.loader import load_knowledge
 
         if read_only:
@@ -187,10 +189,13 @@ class Session:
                     recipe_id=recipe or cluster.recipe,
                 )
             if no_config == "refuse":
+                from spark_tui import paths
+
                 raise InputError(
                     "no cluster.yaml (./cluster.yaml or ~/.config/spark-tui/cluster.yaml): "
-                    "write one (see docs/cluster-yaml.md or 'spark-tui discover'), pass --config "
-                    "FILE, or --demo SCENARIO for the simulated cluster"
+                    f"write one (see {paths.doc('cluster-yaml.md')} or 'spark-tui discover') "
+                    "or pass --config FILE"
+                    + (", or --demo SCENARIO for the simulated cluster" if demo_flag else "")
                 )
             if no_config == "offline":
                 empty = ClusterConfig(nodes=(), source="<no cluster.yaml>")
@@ -321,6 +326,7 @@ class Session:
         its container (image, name): the recipe, and the file text to show before saving."""
         import shlex
 
+        from spark_tui import paths
         from spark_tui.engine_command import engine_words
         from spark_tui.monitor import engine_container
         from spark_tui.nodes import commands
@@ -366,7 +372,7 @@ class Session:
         head = [
             f"# Adopted by spark-tui from the engine running on {node} (pid {engine.pid}, {where}):",
             f"#   {shlex.join(engine.args)[:300]}",
-            "# status: untested; edit it as you would any recipe (docs/recipes.md).",
+            f"# status: untested; edit it as you would any recipe ({paths.doc('recipes.md')}).",
         ]
         head += [f"#   not mapped: {u}".replace("\n", " ") for u in recipe.unmapped]
         return recipe, "\n".join(head) + "\n" + recipe_to_yaml(recipe)

@@ -119,7 +119,10 @@ def test_the_tuis_first_offer_is_the_fix_up_applies_first(name: str) -> None:
                 return (d.wall.id, fix.id) if fix is not None else None
 
             await wait_for(pilot, lambda: session.monitor is not None)
+            # as many readings as `up` took before its first fix (a round, the doctor's)
+            await asyncio.to_thread(session.monitor.wait_rounds, 2)
             await wait_for(pilot, lambda: offered() is not None or first is None, limit_s=60)
+            await pilot.pause(0.2)
             return offered()
 
     assert asyncio.run(scenario()) == first

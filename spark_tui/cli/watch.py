@@ -152,7 +152,8 @@ def run(args: argparse.Namespace) -> int:
                     how = "served" if result.ok else f"failed: {result.message}"
                     print(f"spark-tui: {args.demo}: the launch {how}", file=sys.stderr)
             duration = 20.0 if args.demo and args.duration is None else args.duration
-            if _watch(session, driver, printer, stop, duration, args.auto_relaunch):
+            ran_out = _watch(session, driver, printer, stop, duration, args.auto_relaunch)
+            if ran_out and args.duration is None:  # the demo's own limit: say it was reached
                 print(
                     f"spark-tui: stopped after {duration:g} s (--duration S to watch longer)",
                     file=sys.stderr,

@@ -99,7 +99,7 @@ class MainScreen(Screen):
             with Vertical(id="lower"):
                 with Vertical(id="diag-pane"):
                     yield DiagnosesTable(simulated=self.session.simulated, id="diagnoses")
-                    yield DiagnosisDetail(self._fix_lines, id="detail")
+                    yield DiagnosisDetail(self._fix_lines, changes=self.driver.changes, id="detail")
                 names = [n.name for n in self.session.config.nodes]
                 yield LogPane(names, self.scrollback, id="log-pane")
         yield StatusLine(id="status")
@@ -260,9 +260,44 @@ class MainScreen(Screen):
         if diagnosis is None or fix is None:
             self.notify("Select a wall with a fix first.", severity="warning")
             return
+        if self.session.recipe() is None and self.driver.next_move().kind == "adopt":
+            self._adopt_then(lambda: self.action_apply_fix())  # the fix patches that recipe
+            return
         self._preview("fix", lambda: self.session.plan_fix(diagnosis, fix))
 
+    def _adopt_then(self, then: Callable[[], None]) -> None:
+        """No recipe, an engine running that spark-tui did not start: adopt it as the
+        recipe (asked first, as `up` asks), then go on."""
+        from spark_tui.driver import Move
+        from spark_tui.tui.screens.confirm_modal import ConfirmModal
+
+        try:
+            recipe, _text = self.session.adopt_running()
+        except SparkTuiError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        question = (
+            f"No recipe is in use: adopt the deployment running now as recipe {recipe.id} "
+            "(its fixes patch it, and a relaunch starts it)?"
+        )
+
+        def answered(yes: bool | None) -> None:
+            if not yes:
+                return
+            try:
+                self.driver.take(Move("adopt", "adopt what runs"), yes=True)
+            except SparkTuiError as exc:
+                self.notify(str(exc), severity="error")
+                return
+            self.refresh_status()
+            then()
+
+        self.app.push_screen(ConfirmModal(question, ()), answered)
+
     def action_relaunch(self) -> None:
+        if self.session.recipe() is None and self.driver.next_move().kind == "adopt":
+            self._adopt_then(self.action_relaunch)
+            return
         self._preview("relaunch", self.session.plan_launch)
 
     def action_stop_stack(self) -> None:

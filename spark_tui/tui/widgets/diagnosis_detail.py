@@ -25,9 +25,16 @@ class DiagnosisDetail(VerticalScroll):
     fix_index: reactive[int] = reactive(0)
     compact: reactive[bool] = reactive(False)  # little room: only the marked fix's commands
 
-    def __init__(self, render_fix: FixRenderer, *, id: str | None = None) -> None:
+    def __init__(
+        self,
+        render_fix: FixRenderer,
+        *,
+        changes: Callable[[Diagnosis, Fix], bool] | None = None,
+        id: str | None = None,
+    ) -> None:
         super().__init__(id=id)
         self._render_fix = render_fix
+        self._changes = changes  # the driver's judgement (else: from the rendered lines)
         self._shown: tuple[int, int, bool] | None = None
         self.can_focus = True
 
@@ -48,6 +55,8 @@ class DiagnosisDetail(VerticalScroll):
     def changes_something(self, fix: Fix) -> bool:
         """False when the fix's plan here would leave everything as it is."""
         d = self.diagnosis
+        if d is not None and self._changes is not None:
+            return self._changes(d, fix)
         return d is None or changes_something(fix, self._render_fix(d, fix))
 
     def selected_fix(self) -> Fix | None:
