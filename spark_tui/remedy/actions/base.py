@@ -21,6 +21,7 @@ from spark_tui.recipes.plan import LaunchPlan
 from spark_tui.remedy.journal import TIMED_OUT, Journal
 
 if TYPE_CHECKING:
+    from spark_tui.kb.matcher import Matcher
     from spark_tui.recipes.revisions import RevisionStore
     from spark_tui.state import StateDir
 
@@ -156,6 +157,7 @@ class RunContext:
     result: Any  # spark_tui.remedy.fixes.FixResult
     hooks: SessionHooks = field(default_factory=NoHooks)
     stop: threading.Event | None = None  # set when spark-tui is closing: waits end early
+    matcher: Matcher | None = None  # the session's: a launch's wait ends on its error walls
 
     def fail(self, node: str | None, message: str, step: str) -> bool:
         r = self.result

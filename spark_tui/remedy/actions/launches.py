@@ -35,6 +35,7 @@ def run_launch(planned: PlannedAction, ctx: RunContext) -> bool:
         ctx.journal,
         ctx.run_id,
         ctx.context,
+        matcher=ctx.matcher,
         abort=ctx.hooks.launch_blocker,
         stop=ctx.stop,
     )
