@@ -141,8 +141,10 @@ def _watch(session, printer: EventPrinter, stop: threading.Event, duration, auto
         left = None if end is None else end - time.monotonic()
         if left is not None and left <= 0:
             return
-        if printer.crashed.wait(min(left, 1.0) if left is not None else 1.0) and auto:
-            printer.crashed.clear()
+        if not printer.crashed.wait(min(left, 1.0) if left is not None else 1.0):
+            continue
+        printer.crashed.clear()  # seen: without this the wait returns at once, for ever
+        if auto:
             decision = session.after_crash()
             printer.write(
                 RelaunchDecided(
