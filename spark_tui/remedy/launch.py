@@ -319,7 +319,7 @@ def failure_text(res: CommandResult) -> str:
         return "timed out"
     tail = res.tail(5)
     if shell.needs_sudo_password(tail):
-        from spark_tui.sudoers import sudoers_hint
+        from spark_tui.remedy.sudoers import sudoers_hint
 
         return f"sudo needs a password (exit {res.exit_code}). {sudoers_hint()}"
     return f"exit {res.exit_code}: {tail}" if tail else f"exit {res.exit_code}"
