@@ -29,7 +29,7 @@ import yaml
 
 from spark_tui import policy
 from spark_tui.errors import InputError
-from spark_tui.recipes.model import Recipe, patch_mapping, patch_serve
+from spark_tui.recipes.model import RaySpec, Recipe, patch_mapping, patch_serve
 from spark_tui.safefile import open_state, read_state_text, write_atomic
 
 TARGETS = ("serve", "ray", "docker")
@@ -83,7 +83,7 @@ def recipe_to_data(r: Recipe) -> dict[str, Any]:
         data["volumes"] = list(r.volumes)
     if r.docker_args or r.docker_env:
         data["docker"] = {"args": dict(r.docker_args), "env": dict(r.docker_env)}
-    if r.executor == "ray":
+    if r.executor == "ray" or r.ray != RaySpec():  # an mp recipe's `ray` profile uses it
         ray: dict[str, Any] = {"port": r.ray.port, "args": dict(r.ray.args), "env": dict(r.ray.env)}
         if r.ray.head_env:
             ray["head_env"] = dict(r.ray.head_env)
@@ -136,6 +136,7 @@ def recipe_to_data(r: Recipe) -> dict[str, Any]:
                     ("executor", p.executor),
                     ("node_args", dict(p.node_args) if p.node_args is not None else None),
                     ("worker_args", dict(p.worker_args) if p.worker_args is not None else None),
+                    ("nodes", p.nodes),
                 )
                 if v
             }
@@ -143,6 +144,8 @@ def recipe_to_data(r: Recipe) -> dict[str, Any]:
         }
     if r.notes:
         data["notes"] = list(r.notes)
+    if r.mods:
+        data["mods"] = list(r.mods)
     return data
 
 

@@ -26,7 +26,7 @@ from spark_tui.events import ActionProgress
 from spark_tui.kb.diagnosis import Diagnosis
 from spark_tui.kb.matcher import Matcher
 from spark_tui.nodes.transport import CommandResult, NodeUnreachable, Transport
-from spark_tui.recipes.plan import LaunchStep, ray_gpus
+from spark_tui.recipes.plan import LaunchStep, ray_gpus, tar_dir
 from spark_tui.remedy.journal import TIMED_OUT, Journal
 from spark_tui.safefile import read_state_text, write_atomic
 
@@ -155,13 +155,20 @@ class LaunchRunner:
         except KeyError:
             raise SparkTuiError(f"no connection to node {node!r}") from None
 
-    def _run(self, step: LaunchStep, command: str, timeout: float, log: bool) -> CommandResult:
+    def _run(
+        self,
+        step: LaunchStep,
+        command: str,
+        timeout: float,
+        log: bool,
+        input: bytes | None = None,
+    ) -> CommandResult:
         """Run one command; with `log`, between its journal records (written before it runs)."""
         transport = self._transport(step.node)
         if not log or self.journal is None:
-            return transport.run(command, timeout=timeout)
+            return transport.run(command, timeout=timeout, input=input)
         with self.journal.command(self.run_id, self.context, step.node, step.id, command) as rec:
-            result = transport.run(command, timeout=timeout)
+            result = transport.run(command, timeout=timeout, input=input)
             rec.finish(
                 None if result.timed_out else result.exit_code,
                 result.tail(),
@@ -173,8 +180,18 @@ class LaunchRunner:
         """Run one step to its end (waits poll through the clock until their timeout)."""
         self.emit(ActionProgress(step.id, step.node, step.command, "running", step.title))
         try:
-            if step.kind == "run":
-                res = self._run(step, step.command, step.timeout_s, log=True)
+            if step.kind in ("run", "copy"):
+                data = None
+                if step.kind == "copy":
+                    try:
+                        data = tar_dir(step.source)
+                    except OSError as exc:
+                        out = StepResult(step, False, f"cannot read {step.source}: {exc}")
+                        self.emit(
+                            ActionProgress(step.id, step.node, step.command, "failed", out.detail)
+                        )
+                        return out
+                res = self._run(step, step.command, step.timeout_s, log=True, input=data)
                 out = StepResult(step, res.ok, "", res.exit_code, res.tail())
                 if not res.ok:
                     out.detail = failure_text(res)
