@@ -21,7 +21,6 @@ length never raise and never lose the lines after them.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
@@ -50,6 +49,7 @@ from spark_tui.kb.schema import (
     Wall,
     severity_for,
 )
+from spark_tui.untrusted import ESCAPES_BYTES, clean
 
 __all__ = [
     "CHUNK_BYTES",
@@ -68,7 +68,7 @@ MAX_CARRY = 8 << 20  # a line longer than this is matched in pieces
 EVIDENCE_CHARS = 2000
 MAX_WRAP_LINE = 4096  # a longer line was not made by a paste's wrapping
 
-_ESC = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+_ESC = ESCAPES_BYTES
 
 # pattern roles
 HEAD, THEN, AFTER, RESET, FRAG = "log", "then", "after", "reset", "fragment"
@@ -83,7 +83,7 @@ def strip_ansi(data: bytes) -> bytes:
 def to_text(line: bytes) -> str:
     """A log line as text for evidence: decoded leniently, control bytes made visible."""
     text = line[: EVIDENCE_CHARS * 4].decode("utf-8", errors="replace").rstrip("\r\n")
-    text = text.replace("\x00", "\ufffd").replace("\r", "")
+    text = clean(text, keep_newlines=False)
     return text[:EVIDENCE_CHARS] + ("…" if len(text) > EVIDENCE_CHARS else "")
 
 

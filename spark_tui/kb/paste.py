@@ -18,11 +18,12 @@ import itertools
 import re
 from collections.abc import Sequence
 
+from spark_tui.untrusted import ESCAPES_BYTES
+
 # ESC-led sequences (CSI, OSC, two-byte), their caret-notation form, and SGR/erase
 # codes whose ESC was stripped by the paste: "[0m", "[1;36m", "[0;0m", "[K"
 _COLOUR = re.compile(
-    rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]"
-    rb"|\^\[\[[0-9;?]*[@-~]"
+    ESCAPES_BYTES.pattern + rb"|\^\[\[[0-9;?]*[@-~]"
     rb"|\[[0-9]{1,3}(?:;[0-9]{1,3})*m"
 )
 

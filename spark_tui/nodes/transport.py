@@ -17,11 +17,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from spark_tui.errors import SparkTuiError
+from spark_tui.untrusted import clean
 
 
 @dataclass(frozen=True)
 class CommandResult:
-    """What a finished command left: exit code, output (text, decoded leniently), seconds taken."""
+    """What a finished command left: exit code, output (text, decoded leniently), seconds taken.
+
+    The output is what a node says: it is cleaned here, where it enters (spark_tui.untrusted),
+    whichever transport made the result, so nothing read from it can steer a terminal."""
 
     command: str
     exit_code: int
@@ -29,6 +33,10 @@ class CommandResult:
     stderr: str = ""
     duration_s: float = 0.0
     timed_out: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "stdout", clean(self.stdout))
+        object.__setattr__(self, "stderr", clean(self.stderr))
 
     @property
     def ok(self) -> bool:
@@ -45,7 +53,7 @@ class NodeUnreachable(SparkTuiError):
 
     def __init__(self, node: str, reason: str, since: float | None = None) -> None:
         self.node = node
-        self.reason = reason
+        self.reason = reason = clean(reason, keep_newlines=False)  # a peer's banner, an error
         self.since = since
         super().__init__(f"{node}: unreachable ({reason})")
 

@@ -74,6 +74,7 @@ TOP_FIELDS = {
     "measured",
     "profiles",
     "notes",
+    "mods",
 }
 REQUIRED = {"id", "title", "status", "model", "engine", "executor", "nodes", "serve"}
 
@@ -415,8 +416,13 @@ def parse_recipe(data: Any, file: str) -> Recipe:
                 "executor",
                 "node_args",
                 "worker_args",
+                "nodes",
             },
         )
+        p_count = c.number(p, "nodes", where, integer=True)
+        if p_count is not None and p_count < 1:
+            c.err(f"{where}.nodes must be 1 or more", p, "nodes")
+            p_count = None
         p_exec = c.text(p, "executor", where) or None
         if p_exec is not None and p_exec not in EXECUTORS:
             c.err(f"{where}.executor must be one of {', '.join(EXECUTORS)}", p, "executor")
@@ -437,6 +443,7 @@ def parse_recipe(data: Any, file: str) -> Recipe:
             executor=p_exec,
             node_args=p_nodes,
             worker_args=p_workers,
+            nodes=p_count,
         )
         for flag in profiles[name].unset_args:
             if flag not in serve.args:
@@ -462,6 +469,12 @@ def parse_recipe(data: Any, file: str) -> Recipe:
         c.err(f"instead: {instead!r} is not a recipe id", top, "instead")
     instead_note = c.text(top, "instead_note", "recipe")
     notes = c.text_list(top, "notes", "recipe")
+    mods = c.text_list(top, "mods", "recipe")
+    for i, mod in enumerate(mods):
+        if not mod.startswith("/"):
+            c.err(
+                f"mods[{i}]: {mod!r} must be an absolute path (an eugr mod directory)", top, "mods"
+            )
     if c.errors:
         raise InputErrors(c.errors)
     return Recipe(
@@ -492,6 +505,7 @@ def parse_recipe(data: Any, file: str) -> Recipe:
         notes=notes,
         sources=sources,
         source=file,
+        mods=mods,
     )
 
 
