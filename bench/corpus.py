@@ -111,7 +111,9 @@ def _around(text: str) -> str:
     first = next((i for i, ln in enumerate(body) if ln.strip()), 0)
     if body:
         body[first] = "报错信息：" + body[first]
-    return "\n".join(["启动服务时出现以下错误，请帮忙看一下：", *body, "以上です。よろしくお願いします。"])
+    return "\n".join(
+        ["启动服务时出现以下错误，请帮忙看一下：", *body, "以上です。よろしくお願いします。"]
+    )
 
 
 VARIANTS: dict[str, Callable[[str], str]] = {

@@ -58,6 +58,7 @@ from spark_tui.nodes.rules import RuleEngine, cluster_facts
 from spark_tui.nodes.sampler import Sampler
 from spark_tui.nodes.state import NcclLibrary, NodeState, ServingState
 from spark_tui.nodes.transport import Reachability, Transport
+from spark_tui.redact import redact
 from spark_tui.untrusted import clean_line
 
 # log sources that are not the serving engine's log (they do not move log.silent_s)
@@ -722,7 +723,7 @@ class ClusterMonitor:
         """Match lines against the log walls; emit one LogLines batch and the diagnoses.
         The lines are what a node says: cleaned and capped here, where they enter."""
         self.cluster.node(node)
-        lines = [clean_line(line) for line in lines]
+        lines = [redact(clean_line(line)) for line in lines]  # shown: secrets as ${NAME}
         key = f"{node}:{source}"
         raised: list[DiagnosisRaised] = []
         marks: list[tuple[int, str, str]] = []

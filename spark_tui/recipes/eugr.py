@@ -105,7 +105,9 @@ def launch_command(data: dict, solo: bool, ray: bool) -> str:
     command = str(data["command"]).format(**params).rstrip()
     if command.endswith("\\"):
         command = command.rstrip("\\\n").rstrip()
-    return strip_backend(command) if solo or not ray else ensure_ray(command)
+    command = strip_backend(command) if solo or not ray else ensure_ray(command)
+    # launch-cluster.sh drops a backslash left at the end (the stripped flag's line was last)
+    return re.sub(r"\s*\\\s*$", "", command)
 
 
 def parallelism(words: list[str]) -> int:

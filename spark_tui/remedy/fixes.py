@@ -120,7 +120,9 @@ class FixPlan:
             lines += a.preview_lines()
         if self.fix.verify:
             lines.append("# verify: " + "; ".join(str(c) for c in self.fix.verify))
-        return lines
+        from spark_tui.redact import redact
+
+        return [redact(line) for line in lines]  # shown: secrets as ${NAME}
 
     def confirmation_prompt(self) -> str:
         verb = {"disruptive": "stops serving", "destructive": "reboots or changes files"}.get(
