@@ -95,7 +95,7 @@ def read_eugr_env(text: str, file: str) -> ImportedCluster:
     hosts = [h.strip() for h in nodes_text.split(",") if h.strip()]
     if not hosts:
         raise InputError("CLUSTER_NODES names no node", file, nodes_line)
-    eth_if, eth_line = values.get("ETH_IF", ("", None))  # type: ignore[assignment]
+    eth_if, eth_line = values.get("ETH_IF", ("", None))
     if eth_if and not _IFNAME.fullmatch(eth_if):
         raise InputError(f"ETH_IF {eth_if!r} is not an interface name", file, eth_line)
     mesh = eth_if in MESH_MANAGEMENT_IFS or "CONTAINER_NCCL_IB_SUBNET_AWARE_ROUTING" in values
@@ -183,9 +183,9 @@ def read_sparkrun_cluster(data: LDict, file: str) -> ImportedCluster:
                 line_of(data, "cache_dir"),
             )
         out.models_dir = cache.strip()
-    name = data.get("name")
-    if name:
-        out.notes.append(f"sparkrun cluster {name!r}")
+    cluster_name = data.get("name")
+    if cluster_name:
+        out.notes.append(f"sparkrun cluster {cluster_name!r}")
     if data.get("topology"):
         out.notes.append(f"sparkrun topology: {data['topology']} (CX7 cabling)")
     for key in ("transfer_mode", "transfer_interface"):
@@ -213,11 +213,11 @@ def import_proposal(imported: ImportedCluster, found: Proposal) -> Proposal:
         role = "head" if i == 0 else "worker"
         if node.host in reached:
             n, p = reached[node.host]
-            out.nodes.append((replace(n, role=role, user=n.user or node.user), p))  # type: ignore[arg-type]
+            out.nodes.append((replace(n, role=role, user=n.user or node.user), p))  # type: ignore[arg-type]  # head or worker, chosen above
         else:
             p = missing.get(node.host) or Probe(
                 Candidate(node.host, f"from {imported.kind}", user=node.user),
                 reason="not probed (--no-probe)",
             )
-            out.nodes.append((replace(node, role=role), p))  # type: ignore[arg-type]
+            out.nodes.append((replace(node, role=role), p))  # type: ignore[arg-type]  # head or worker, chosen above
     return out

@@ -225,7 +225,7 @@ def _fit_checks(recipe: object, cluster: ClusterConfig, states: Mapping[str, Nod
     """`spark-tui recipes fit` as doctor checks, one per node the recipe uses."""
     from spark_tui.recipes.fit import fit_nodes
 
-    report = fit_nodes(recipe, cluster, states)  # type: ignore[arg-type]
+    report = fit_nodes(recipe, cluster, states)  # type: ignore[arg-type]  # the doctor's NodeState of each reachable node
     gib = 1 << 30
     out = []
     for n in report.nodes:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -91,7 +92,7 @@ class _Collector:
         self.errors.append(InputError(message, self.file, line))
 
     def mapping(
-        self, data: Any, where: str, allowed: set[str], required: set[str] = frozenset()
+        self, data: Any, where: str, allowed: set[str], required: AbstractSet[str] = frozenset()
     ) -> dict:
         if data is None:
             data = {}

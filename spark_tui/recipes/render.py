@@ -463,7 +463,7 @@ def render_plan(
             )
             logs[n.name] = (tail,)
         for n in nodes if size > 1 else ():  # one node: no group to join
-            rank = int(vals[n.name]["node.rank"])  # type: ignore[call-overload]
+            rank = int(vals[n.name]["node.rank"])  # type: ignore[call-overload]  # node.rank is an int among the placeholder values
             name = container[n.name]
             line = join_line(recipe, rank, size)
             steps.append(

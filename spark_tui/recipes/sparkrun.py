@@ -384,7 +384,7 @@ def parse_sparkrun(data: Any, file: str) -> Recipe:
             ("head_dim", "head_dim"),
         ):
             if as_int(meta.get(src)) is not None:
-                cfg[dst] = as_int(meta.get(src))  # type: ignore[assignment]
+                cfg[dst] = as_int(meta.get(src))  # type: ignore[assignment]  # not None: checked on the line above
     description = str(
         data.get("description") or (meta.get("description") if isinstance(meta, dict) else "") or ""
     )
