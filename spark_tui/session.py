@@ -797,6 +797,7 @@ class Session:
             versions=versions or {},
             diagnoses=diagnoses if diagnoses is not None else self.diagnoses(True),
             journal=self.journal.entries(),
+            journal_skipped=list(self.journal.skipped),
         )
         ev = self.state.evidence_dir
         if ev.is_dir():

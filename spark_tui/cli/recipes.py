@@ -347,7 +347,7 @@ def _import(sources: list[str], to_dir: str | None, force: bool) -> int:
     from spark_tui.errors import InputError, InputErrors
     from spark_tui.recipes.community import is_community
     from spark_tui.recipes.importer import write_imported
-    from spark_tui.yamlfile import load_yaml
+    from spark_tui.recipes.loader import load_recipe_yaml
 
     target = Path(to_dir).expanduser() if to_dir else paths.user_recipes_dir()
     files: list[Path] = []
@@ -365,7 +365,7 @@ def _import(sources: list[str], to_dir: str | None, force: bool) -> int:
             failed += 1
     for path in files:
         try:
-            data = load_yaml(path)
+            data = load_recipe_yaml(path)
             if not is_community(data):
                 print(f"{path}: not an eugr or sparkrun recipe; left as it is")
                 continue

@@ -25,7 +25,18 @@ from spark_tui.yamlfile import LDict, is_file, line_of, load_yaml
 
 CLUSTER_FIELDS = ("recipe", "models_dir", "secrets", "nodes")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
-NODE_FIELDS = ("name", "host", "user", "port", "fabric_if", "fabric_ip", "role", "logs")
+NODE_FIELDS = (
+    "name",
+    "host",
+    "user",
+    "port",
+    "fabric_if",
+    "fabric_ip",
+    "fabric_hca",
+    "role",
+    "logs",
+)
+_HCA = re.compile(r"=?[A-Za-z0-9_.:-]+(,[A-Za-z0-9_.:-]+)*")
 ROLES = ("head", "worker")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 _LOG_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9@._:-]{0,127}")  # a unit or container name
@@ -224,6 +235,7 @@ def _node(raw: LDict, index: int, count: int, err) -> NodeConfig | None:
     host = text("host", _HOST, "a host name, an address, a ~/.ssh/config alias or 'local'", True)
     user = text("user", _USER, "a user name")
     fabric_if = text("fabric_if", _IFNAME, "a network interface name")
+    fabric_hca = text("fabric_hca", _HCA, "RDMA device names (rocep1s0f1,roceP2p1s0f1)")
     fabric_ip = raw.get("fabric_ip")
     if fabric_ip is not None:
         try:
@@ -265,4 +277,5 @@ def _node(raw: LDict, index: int, count: int, err) -> NodeConfig | None:
         port=port,
         fabric_if=fabric_if,
         fabric_ip=fabric_ip,  # type: ignore[arg-type]
+        fabric_hca=fabric_hca,
     )

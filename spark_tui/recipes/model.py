@@ -148,6 +148,8 @@ class Profile:
     executor: str | None = None
     node_args: dict[str, ArgValue] | None = None
     worker_args: dict[str, ArgValue] | None = None
+    # another node count (an eugr recipe's `solo` profile: one node, TP 1, as --solo runs it)
+    nodes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -191,6 +193,9 @@ class Recipe:
     source: str = ""  # file it was loaded from
     origin: str = "spark-tui"  # the file's format: spark-tui | eugr | sparkrun
     unmapped: tuple[Unmapped, ...] = ()  # a community recipe's fields with no equivalent
+    # eugr's mods: directories on this machine (each with its run.sh), copied to every node
+    # and run inside the container before the engine starts, in order, as eugr applies them
+    mods: tuple[str, ...] = ()
     revision: int = 0  # 0 = as shipped / as written by the user
     profile: str | None = None  # the profile applied, if any
 
@@ -340,6 +345,10 @@ class Recipe:
             serve = replace(serve, worker_args=dict(p.worker_args))
         measured = p.measured or self.measured
         out = replace(self, serve=serve, measured=measured, profile=name)
+        if p.nodes is not None and p.nodes != self.nodes:
+            out = replace(out, nodes=p.nodes)
+            if p.nodes == 1:  # one node joins no group
+                out = replace(out, serve=replace(out.serve, node_args={}, worker_args={}))
         if p.executor and p.executor != self.executor:
             out = out.with_executor(p.executor)
         return out
@@ -356,6 +365,10 @@ class Recipe:
             env = dict(self.docker_env)
             env.update({k: v for k, v in self.ray.env.items() if not k.startswith("RAY_")})
             return replace(self, executor="mp", docker_env=env, ray=RaySpec())
+        if executor == "ray" and self.executor == "mp":
+            # Ray places the ranks itself: no per-node engine flags
+            serve = replace(self.serve, node_args={}, worker_args={})
+            return replace(self, executor="ray", serve=serve)
         return replace(self, executor=executor)
 
 

@@ -26,8 +26,9 @@ from spark_tui.events import ActionProgress
 from spark_tui.kb.diagnosis import Diagnosis
 from spark_tui.kb.matcher import Matcher
 from spark_tui.nodes.transport import CommandResult, NodeUnreachable, Transport
-from spark_tui.recipes.plan import LaunchStep, ray_gpus
+from spark_tui.recipes.plan import LaunchStep, ray_gpus, tar_dir
 from spark_tui.remedy.journal import TIMED_OUT, Journal
+from spark_tui.safefile import read_state_text, write_atomic
 
 Emit = Callable[[ActionProgress], None]
 
@@ -154,13 +155,20 @@ class LaunchRunner:
         except KeyError:
             raise SparkTuiError(f"no connection to node {node!r}") from None
 
-    def _run(self, step: LaunchStep, command: str, timeout: float, log: bool) -> CommandResult:
+    def _run(
+        self,
+        step: LaunchStep,
+        command: str,
+        timeout: float,
+        log: bool,
+        input: bytes | None = None,
+    ) -> CommandResult:
         """Run one command; with `log`, between its journal records (written before it runs)."""
         transport = self._transport(step.node)
         if not log or self.journal is None:
-            return transport.run(command, timeout=timeout)
+            return transport.run(command, timeout=timeout, input=input)
         with self.journal.command(self.run_id, self.context, step.node, step.id, command) as rec:
-            result = transport.run(command, timeout=timeout)
+            result = transport.run(command, timeout=timeout, input=input)
             rec.finish(
                 None if result.timed_out else result.exit_code,
                 result.tail(),
@@ -172,8 +180,18 @@ class LaunchRunner:
         """Run one step to its end (waits poll through the clock until their timeout)."""
         self.emit(ActionProgress(step.id, step.node, step.command, "running", step.title))
         try:
-            if step.kind == "run":
-                res = self._run(step, step.command, step.timeout_s, log=True)
+            if step.kind in ("run", "copy"):
+                data = None
+                if step.kind == "copy":
+                    try:
+                        data = tar_dir(step.source)
+                    except OSError as exc:
+                        out = StepResult(step, False, f"cannot read {step.source}: {exc}")
+                        self.emit(
+                            ActionProgress(step.id, step.node, step.command, "failed", out.detail)
+                        )
+                        return out
+                res = self._run(step, step.command, step.timeout_s, log=True, input=data)
                 out = StepResult(step, res.ok, "", res.exit_code, res.tail())
                 if not res.ok:
                     out.detail = failure_text(res)
@@ -324,7 +342,7 @@ class AutoRelaunchGuard:
 
     def _load(self) -> dict[str, float]:
         try:
-            data = json.loads(self.path.read_text())
+            data = json.loads(read_state_text(self.path))
         except (OSError, ValueError):
             return {}
         return data if isinstance(data, dict) else {}
@@ -337,9 +355,7 @@ class AutoRelaunchGuard:
         data = self._load()
         data[diagnosis_key] = when
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(json.dumps(data))
-        tmp.replace(self.path)
+        write_atomic(self.path, json.dumps(data))
 
     def claim(self, diagnosis_key: str, when: float, wall: str | None = None) -> bool:
         """Allowed and recorded in one go; False means: ask the user instead. With `wall`,
