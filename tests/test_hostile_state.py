@@ -461,3 +461,20 @@ def test_discover_from_names_the_input_file_in_its_errors(tmp_path: Path) -> Non
 
 def test_unsafe_file_is_an_os_error_for_readers_that_treat_it_as_absent() -> None:
     assert issubclass(UnsafeFile, OSError)
+
+
+def test_a_symlinked_state_directory_is_refused(tmp_path: Path) -> None:
+    """The state directory pointed elsewhere (say /etc/cron.d): nothing is created there."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    root = paths.state_dir()
+    root.parent.mkdir(parents=True)
+    root.symlink_to(elsewhere, target_is_directory=True)
+    state = StateDir.real()
+    with pytest.raises(JournalUnwritable, match="is a symbolic link: refused"):
+        Journal(state.journal_path).append(event="fix-start", run="r", fix="x")
+    with pytest.raises(JournalUnwritable, match="is a symbolic link: refused"):
+        FixLock(state.lock_path).acquire("x")
+    with pytest.raises(UnsafeFile):
+        write_atomic(state.auto_relaunch_path, "{}")
+    assert list(elsewhere.iterdir()) == []
