@@ -45,6 +45,7 @@ from spark_tui.recipes.revisions import RevisionStore
 from spark_tui.remedy.fixes import Confirm, FixPlan, FixResult, RunEnvironment, action_plan
 from spark_tui.remedy.journal import Journal, UnfinishedRun, unfinished
 from spark_tui.remedy.launch import AutoRelaunchGuard, RelaunchDecision, decide_after_crash
+from spark_tui.safefile import read_state_text, write_atomic
 from spark_tui.state import StateDir
 
 if TYPE_CHECKING:
@@ -811,7 +812,8 @@ class Session:
         ev = self.state.evidence_dir
         if ev.is_dir():
             for f in sorted(ev.glob("*/*.txt"))[-20:]:
-                data.evidence[f"{f.parent.name}/{f.name}"] = f.read_text(errors="replace")
+                with contextlib.suppress(OSError):  # a planted FIFO or symlink: left out
+                    data.evidence[f"{f.parent.name}/{f.name}"] = read_state_text(f)
         return build_report(data)
 
     def export_report(self, diagnoses: list[Diagnosis] | None = None) -> Path:
@@ -825,8 +827,8 @@ class Session:
             else self.state.reports_dir
         )
         out = reports / time.strftime("incident-%Y%m%d-%H%M%S.md")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(self.report(diagnoses), encoding="utf-8")
+        out.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        write_atomic(out, self.report(diagnoses))  # /tmp is shared: nothing planted followed
         return out
 
     def bringup(self) -> GuidedBringUp:

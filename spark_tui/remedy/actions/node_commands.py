@@ -29,6 +29,7 @@ from spark_tui.remedy.render import (
     evidence_command,
     node_values,
 )
+from spark_tui.safefile import write_atomic
 
 REBOOT_TIMEOUT_S = 900.0
 REBOOT_POLL_S = 10.0
@@ -259,7 +260,7 @@ def _save_evidence(ctx: RunContext, cmd: PlannedCommand, text: str) -> None:
     d = ctx.state.evidence_dir / ctx.run_id
     d.mkdir(parents=True, exist_ok=True)
     n = len(list(d.glob(f"{cmd.node}-*.txt")))
-    (d / f"{cmd.node}-{n:02d}.txt").write_text(f"$ {cmd.command}\n{text}", encoding="utf-8")
+    write_atomic(d / f"{cmd.node}-{n:02d}.txt", f"$ {cmd.command}\n{text}")
 
 
 KINDS: tuple[type[ActionKind], ...] = (RunCommand, Reboot, MoveAside, StopStack, CollectEvidence)
