@@ -13,8 +13,9 @@ its own wall must be (`confidence`).
 Every file is scored as posted and as users re-paste it (`VARIANTS`): hard-wrapped
 by a terminal at 80 columns, copied from a 120-column screen (padded), reflowed
 by an editor at 100 columns (breaks at spaces), with colour codes whose ESC was
-lost, with caret-notation escapes, behind a `docker compose logs` prefix, and
-wrapped after colouring. A wall counts as found in a file when triage names it
+lost, with caret-notation escapes, behind a `docker compose logs` prefix,
+wrapped after colouring, behind `kubectl logs --prefix`, quoted in markdown
+(`> `), and inside a non-English report (a label on its first line). A wall counts as found in a file when triage names it
 there (any confidence); per wall:
   TP  files of the wall (or listing it in `also`) where it is found,
   FN  such files where it is not,
@@ -103,6 +104,18 @@ def _colour(text: str, esc: str = "") -> str:
     return "\n".join(out)
 
 
+def _around(text: str) -> str:
+    """The text inside a non-English report: a sentence before and after, a label on
+    the first line of it (as a Chinese or Japanese bug report quotes a log)."""
+    body = _lines(text)
+    first = next((i for i, ln in enumerate(body) if ln.strip()), 0)
+    if body:
+        body[first] = "报错信息：" + body[first]
+    return "\n".join(
+        ["启动服务时出现以下错误，请帮忙看一下：", *body, "以上です。よろしくお願いします。"]
+    )
+
+
 VARIANTS: dict[str, Callable[[str], str]] = {
     "as posted": lambda t: t,
     "wrapped at 80": lambda t: _hard_wrap(t, 80),
@@ -112,6 +125,11 @@ VARIANTS: dict[str, Callable[[str], str]] = {
     "colour as ^[": lambda t: _colour(t, "^["),
     "compose prefix": lambda t: "\n".join(f"vllm-head-1  | {ln}" if ln else ln for ln in _lines(t)),
     "colour, wrapped at 80": lambda t: _hard_wrap(_colour(t), 80),
+    "kubectl --prefix": lambda t: "\n".join(
+        f"[pod/vllm-head-0/vllm] {ln}" if ln else ln for ln in _lines(t)
+    ),
+    "markdown quote": lambda t: "\n".join(f"> {ln}" for ln in _lines(t)),
+    "non-English report": _around,
 }
 
 

@@ -57,6 +57,8 @@ from spark_tui.nodes.rules import RuleEngine, cluster_facts
 from spark_tui.nodes.sampler import Sampler
 from spark_tui.nodes.state import NcclLibrary, NodeState, ServingState
 from spark_tui.nodes.transport import Reachability, Transport
+from spark_tui.redact import redact
+from spark_tui.untrusted import clean_line
 
 # log sources that are not the serving engine's log (they do not move log.silent_s)
 NON_SERVING_SOURCES = ("kernel", "dmesg")
@@ -549,6 +551,8 @@ class ClusterMonitor:
                 self._engines_read.discard((node, engine.pid))
             return
         out = parse_engine_output(res.stdout)
+        if not out.real_engine:  # a word in its argv, not an engine: nothing of it is read
+            return
         tail = engine_log_command(out, state)
         if tail is None:
             return
@@ -716,8 +720,10 @@ class ClusterMonitor:
             self._ingest(node, source, lines)
 
     def _ingest(self, node: str, source: str, lines: list[str]) -> None:
-        """Match lines against the log walls; emit one LogLines batch and the diagnoses."""
+        """Match lines against the log walls; emit one LogLines batch and the diagnoses.
+        The lines are what a node says: cleaned and capped here, where they enter."""
         self.cluster.node(node)
+        lines = [redact(clean_line(line)) for line in lines]  # shown: secrets as ${NAME}
         key = f"{node}:{source}"
         raised: list[DiagnosisRaised] = []
         marks: list[tuple[int, str, str]] = []
@@ -779,23 +785,24 @@ def log_source_command(kind: str, value: str) -> str:
 
 
 def engine_container(out: EngineOutput, state: NodeState) -> str | None:
-    """The name of the container an engine runs in (its short id when not listed)."""
+    """The name of the container an engine runs in: one `docker ps` lists (else None)."""
     if not out.container_id:
         return None
-    return next(
-        (c.name for c in state.containers if out.container_id.startswith(c.id)),
-        out.container_id[:12],
-    )
+    cid = out.container_id
+    return next((c.name for c in state.containers if c.id and cid.startswith(c.id)), None)
 
 
 def engine_log_command(out: EngineOutput, state: NodeState) -> str | None:
     """How to follow a running engine's output: the file (inside its container when it has
-    one), its container's output, its unit's journal; None for a terminal or unknown."""
+    one), its container's output, its unit's journal; None for a terminal or unknown.
+    A file on the host is read through the process's open descriptor, never by its name."""
     container = engine_container(out, state)
     if out.file and container:
         return shell.fill(commands.CONTAINER_FILE_TAIL, {"container": container, "path": out.file})
-    if out.file:
-        return shell.fill(commands.FILE_TAIL, {"path": out.file})
+    target = out.target or ""
+    on_host = target.startswith("/") and not container
+    if on_host and state.engine is not None and not target.startswith(("/dev/", "/proc/")):
+        return shell.fill(commands.ENGINE_FD_TAIL, {"pid": state.engine.pid})  # deleted, too
     if container:
         return shell.fill(commands.SERVE_LOG_TAIL, {"container": container})
     if out.unit:

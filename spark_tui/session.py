@@ -355,7 +355,12 @@ class Session:
         res = self.transports[node].run(
             shell.fill(commands.ENGINE_OUTPUT, {"pid": engine.pid}), timeout=15.0
         )
-        container = engine_container(parse_engine_output(res.stdout), state)
+        out = parse_engine_output(res.stdout)
+        if not out.real_engine:
+            raise InputError(
+                f"{node}: pid {engine.pid} names an engine but runs {out.exe}: nothing to adopt"
+            )
+        container = engine_container(out, state)
         image = next((c.image for c in state.containers if c.name == container), None)
         words = engine_words(list(engine.args)) or list(engine.args)
         model = (engine.model or "model").rstrip("/").split("/")[-1].lower()
@@ -372,7 +377,7 @@ class Session:
         where = f"container {container} ({image})" if container else "no container"
         head = [
             f"# Adopted by spark-tui from the engine running on {node} (pid {engine.pid}, {where}):",
-            f"#   {shlex.join(engine.args)[:300]}",
+            f"#   {shlex.join(engine.args)}",  # whole: the operator confirms what runs
             "# status: untested; edit it as you would any recipe (docs/recipes.md).",
         ]
         head += [f"#   not mapped: {u}".replace("\n", " ") for u in recipe.unmapped]
@@ -801,6 +806,7 @@ class Session:
             versions=versions or {},
             diagnoses=diagnoses if diagnoses is not None else self.diagnoses(True),
             journal=self.journal.entries(),
+            journal_skipped=list(self.journal.skipped),
         )
         ev = self.state.evidence_dir
         if ev.is_dir():

@@ -11,9 +11,7 @@ FIFO would block the read for ever).
 
 from __future__ import annotations
 
-import os
 import re
-import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -279,26 +277,15 @@ def _parse(text: str, file: str, last_key_wins: bool = False) -> Any:
 def read_text(path: Path, max_bytes: int = MAX_BYTES) -> str:
     """A regular file's text (UTF-8), at most max_bytes: an InputError naming the file
     for anything else (missing, unreadable, a FIFO or device, too large, not UTF-8)."""
+    from spark_tui.safefile import read_capped
+
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        data = read_capped(path, max_bytes)
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", str(path)) from None
-    try:
-        st = os.fstat(fd)
-        if stat.S_ISDIR(st.st_mode):
-            raise InputError("cannot read: it is a directory", str(path))
-        if not stat.S_ISREG(st.st_mode):
-            raise InputError("cannot read: not a regular file", str(path))
-        if st.st_size > max_bytes:
-            raise InputError(f"larger than {max_bytes // 1024} KiB: refused", str(path))
-        with os.fdopen(fd, "rb", closefd=False) as fh:
-            data = fh.read(max_bytes + 1)
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror or exc}", str(path)) from None
-    finally:
-        os.close(fd)
-    if len(data) > max_bytes:
-        raise InputError(f"larger than {max_bytes // 1024} KiB: refused", str(path))
+    except ValueError as exc:
+        why = str(exc)
+        raise InputError(why if "refused" in why else f"cannot read: {why}", str(path)) from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -86,7 +86,7 @@ def test_a_bare_vllm_serve_on_a_real_node_is_found_and_its_log_file_followed(
     fake.parent.mkdir()
     fake.write_text(
         "#!/bin/sh\necho 'INFO Starting vLLM API server'\nsleep 1\n"
-        f"echo {json.dumps(FREE_MEMORY_LINE)}\nexec sleep 120\n"
+        f"echo {json.dumps(FREE_MEMORY_LINE)}\nsleep 120\n"  # no exec: sh stays the engine
     )
     fake.chmod(0o755)
     log = tmp_path / "serve.log"
@@ -101,7 +101,7 @@ def test_a_bare_vllm_serve_on_a_real_node_is_found_and_its_log_file_followed(
         # what `ps` on that node shows (the node's own processes only: a test machine runs
         # every test node's processes)
         node.set_file(
-            "ps.txt", f"{engine.pid} /bin/sh {fake} serve fake-org/fake-model --port 18123\n"
+            "ps.txt", f"{engine.pid} 0 /bin/sh {fake} serve fake-org/fake-model --port 18123\n"
         )
         config = one_sshd_node.write_cluster_yaml()
         with open_cluster(config) as session:

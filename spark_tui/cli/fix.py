@@ -53,6 +53,8 @@ def run(args: argparse.Namespace) -> int:
         plan = session.plan_fix(seen, fix)
         for broken in session.unfinished():
             print(f"spark-tui: note: {broken.describe()}", file=sys.stderr)
+        for skipped in session.journal.skipped:
+            print(f"spark-tui: note: {skipped}", file=sys.stderr)
         print("\n".join(plan.preview_lines()))
         if args.dry_run:
             print("# dry run: nothing was executed or journaled")

@@ -47,6 +47,8 @@ def diagnosis_panel(d: Diagnosis) -> Panel:
     where.append(f"  ({d.count} matching line{'s' if d.count != 1 else ''})", style="dim")
     parts: list[object] = [head, where, Text(w.summary)]
     if d.confidence == SUSPECTED:
+        if d.reason:
+            parts.append(Text(f"Suspected: {d.reason}", style="italic dim"))
         for conds in d.confirm_with():
             parts.append(Text(f"Readings that would confirm it: {conds}", style="italic dim"))
     parts.append(Text("> " + d.evidence, style="magenta", overflow="ellipsis", no_wrap=True))

@@ -51,6 +51,8 @@ def run(args: argparse.Namespace) -> int:
         text = session.report(diagnoses, versions=versions)
         for broken in session.unfinished():
             print(f"spark-tui: note: {broken.describe()}", file=sys.stderr)
+        for skipped in session.journal.skipped:
+            print(f"spark-tui: note: {skipped}", file=sys.stderr)
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
         print(f"report written to {args.output}", file=sys.stderr)

@@ -11,6 +11,7 @@ from spark_tui.kb.schema import (
     CONFIRMED,
     FROM_LOG,
     SEVERITY_RANK,
+    SUSPECTED,
     Wall,
     severity_for,
 )
@@ -52,6 +53,7 @@ class Diagnosis:
     attempt: int = 0  # the launch attempt it was seen in (0: before any launch)
     confidence: str = FROM_LOG  # confirmed (by readings) | from-log | suspected
     confirm: list[tuple[Condition, ...]] = field(default_factory=list)  # what would confirm it
+    reason: str = ""  # why it is only suspected, when its signature alone does not say
 
     @property
     def active(self) -> bool:
@@ -107,6 +109,8 @@ class Diagnosis:
             "evidence": self.evidence,
             "fixes": list(self.fixes()),
         }
+        if self.reason and self.confidence == SUSPECTED:
+            out["reason"] = self.reason
         if not self.active:
             out["resolved"] = self.resolution
         return out
@@ -136,6 +140,7 @@ class DiagnosisBook:
         confidence: str = FROM_LOG,
         confirm: tuple[Condition, ...] = (),
         lines: tuple[tuple[int, str], ...] = (),
+        reason: str = "",
     ) -> tuple[Diagnosis, bool]:
         """Record one piece of evidence; returns the diagnosis and whether it is new.
 
@@ -159,6 +164,7 @@ class DiagnosisBook:
                 last_seen=now,
                 confidence=confidence,
                 confirm=[] if confidence == CONFIRMED else confirming_conditions(wall, confirm),
+                reason=reason,
             )
             self._choose_cause(diag, facts, facts_by_node)
             diag.check_confirmed(own_facts)
@@ -170,6 +176,7 @@ class DiagnosisBook:
             CONFIDENCE_RANK[confidence] < CONFIDENCE_RANK[diag.confidence]
         ):
             diag.confidence = confidence  # better evidence for the same wall
+            diag.reason = reason
             if confidence == FROM_LOG and confirm:
                 diag.confirm = confirming_conditions(wall, confirm)
         if own_facts:
@@ -215,6 +222,7 @@ class DiagnosisBook:
             confidence=hit.confidence,
             confirm=sig.confirm if sig else (),
             lines=hit.lines,
+            reason=hit.reason,
         )
 
     def confirm_with(self, facts_by_node: dict[str, dict[str, object]]) -> list[Diagnosis]:

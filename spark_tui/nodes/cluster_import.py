@@ -23,10 +23,14 @@ from pathlib import Path
 
 from spark_tui.errors import InputError
 from spark_tui.nodes.cluster import NodeConfig
+from spark_tui.nodes.config import _MODELS_DIR, _USER
 from spark_tui.nodes.discover import Candidate, Probe, Proposal
-from spark_tui.yamlfile import LDict, line_of, parse_yaml
+from spark_tui.yamlfile import LDict, line_of, parse_yaml, read_text
 
-_ENV_LINE = re.compile(r"\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*")
+# KEY=VALUE; the value is taken as the rest of the line and stripped after the match (a
+# lazy `(.*?)\s*` here was quadratic on a long line of spaces)
+_ENV_LINE = re.compile(r"[ \t]*(?:export[ \t]+)?([A-Za-z_][A-Za-z0-9_]*)[ \t]*=(.*)")
+MAX_FILE = 256 * 1024  # an eugr .env is a dozen lines; a sparkrun cluster file, a few more
 _HOST = re.compile(r"[A-Za-z0-9_.:%-]+")
 _IFNAME = re.compile(r"[A-Za-z0-9_.:-]{1,15}")
 MESH_MANAGEMENT_IFS = ("enP7s7", "wlP9s9")  # autodiscover.sh's ETH_IF in mesh mode
@@ -49,11 +53,8 @@ class ImportedCluster:
 
 def read_cluster_file(path: Path) -> ImportedCluster:
     """An eugr `.env` or a sparkrun cluster YAML; InputError naming file and line."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read: {exc}", str(path)) from None
-    if re.search(r"^\s*(?:export\s+)?CLUSTER_NODES\s*=", text, re.M):
+    text = read_text(path, MAX_FILE)  # a regular file, at most MAX_FILE: InputError else
+    if re.search(r"^[ \t]*(?:export[ \t]+)?CLUSTER_NODES[ \t]*=", text, re.M):
         return read_eugr_env(text, str(path))
     data = parse_yaml(text, str(path))
     if isinstance(data, LDict) and "hosts" in data:
@@ -162,6 +163,8 @@ def read_sparkrun_cluster(data: LDict, file: str) -> ImportedCluster:
             raise InputError(f"host {i + 1} must be a host name or address", file, line)
         host_user, _, host = raw.rpartition("@")
         host = _check_host(host, file, line)
+        if host_user and not _USER.fullmatch(host_user):
+            raise InputError(f"{host_user!r} (before @) is not a user name", file, line)
         name = f"spark{i + 1}" if _ip(host) else re.sub(r"[^A-Za-z0-9._-]", "-", host)
         out.nodes.append(
             NodeConfig(
@@ -173,6 +176,12 @@ def read_sparkrun_cluster(data: LDict, file: str) -> ImportedCluster:
         )
     cache = data.get("cache_dir")
     if isinstance(cache, str) and cache.strip():
+        if not _MODELS_DIR.fullmatch(cache.strip()):
+            raise InputError(
+                f"'cache_dir' is {cache!r}, not a directory (absolute, or under ~/)",
+                file,
+                line_of(data, "cache_dir"),
+            )
         out.models_dir = cache.strip()
     name = data.get("name")
     if name:

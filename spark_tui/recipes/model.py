@@ -199,6 +199,18 @@ class Recipe:
     revision: int = 0  # 0 = as shipped / as written by the user
     profile: str | None = None  # the profile applied, if any
 
+    def __post_init__(self) -> None:
+        # its secrets (HF_TOKEN in its env, --api-key's value) never show in what we write
+        from spark_tui import redact
+
+        for env in (self.docker_env, self.serve.env, self.ray.env, self.ray.head_env):
+            redact.remember_env(env)
+        redact.remember_env(self.ray.worker_env)
+        redact.remember_args(self.serve.args)
+        for p in self.profiles.values():
+            redact.remember_env(p.set_env)
+            redact.remember_args(p.set_args)
+
     # ---- views -------------------------------------------------------------
     @property
     def works(self) -> bool:

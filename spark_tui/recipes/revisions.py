@@ -30,6 +30,7 @@ import yaml
 from spark_tui import policy
 from spark_tui.errors import InputError
 from spark_tui.recipes.model import RaySpec, Recipe, patch_mapping, patch_serve
+from spark_tui.safefile import open_state, read_state_text, write_atomic
 
 TARGETS = ("serve", "ray", "docker")
 
@@ -223,13 +224,15 @@ class Revision:
     base: int | None  # the revision it was made from
 
 
+def _read_or_empty(path: Path) -> str:
+    try:
+        return read_state_text(path)
+    except OSError:
+        return ""
+
+
 def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    write_atomic(path, text)
 
 
 class RevisionStore:
@@ -243,7 +246,7 @@ class RevisionStore:
         """One writer per recipe at a time, across processes."""
         d = self._dir(recipe_id)
         d.mkdir(parents=True, exist_ok=True)
-        fd = os.open(d / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+        fd = open_state(d / ".lock", os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
@@ -257,7 +260,7 @@ class RevisionStore:
     def _pointer(self, recipe_id: str, name: str) -> int | None:
         p = self._dir(recipe_id) / name
         try:
-            return int(p.read_text().strip())
+            return int(read_state_text(p, 64).strip())
         except (OSError, ValueError):
             return None
 
@@ -272,7 +275,7 @@ class RevisionStore:
 
         path = self._dir(recipe_id) / f"rev-{number:04d}.yaml"
         try:
-            text = path.read_text(encoding="utf-8")
+            text = read_state_text(path)
         except OSError as exc:
             raise InputError(f"cannot read revision: {exc}", str(path)) from None
         return replace(parse_recipe_text(text, str(path)), revision=number)
@@ -291,7 +294,7 @@ class RevisionStore:
         for n in self.numbers(recipe_id):
             meta_path = d / f"rev-{n:04d}.json"
             try:
-                meta = json.loads(meta_path.read_text())
+                meta = json.loads(read_state_text(meta_path))
             except (OSError, ValueError):
                 meta = {}
             diff_path = d / f"rev-{n:04d}.diff"
@@ -300,7 +303,7 @@ class RevisionStore:
                     recipe_id,
                     n,
                     d / f"rev-{n:04d}.yaml",
-                    diff_path.read_text() if diff_path.exists() else "",
+                    _read_or_empty(diff_path),
                     str(meta.get("note", "")),
                     float(meta.get("time", 0.0)),
                     meta.get("base"),

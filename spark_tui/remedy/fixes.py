@@ -15,6 +15,7 @@ confirmed and journaled like any fix.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import uuid
@@ -44,7 +45,7 @@ from spark_tui.remedy.actions.base import (
     SessionHooks,
     VerifyResult,
 )
-from spark_tui.remedy.journal import FixLock, Journal
+from spark_tui.remedy.journal import FixLock, Journal, JournalUnwritable
 from spark_tui.state import StateDir
 
 Emit = Callable[[ActionProgress], None]
@@ -116,7 +117,9 @@ class FixPlan:
             lines += a.preview_lines()
         if self.fix.verify:
             lines.append("# verify: " + "; ".join(str(c) for c in self.fix.verify))
-        return lines
+        from spark_tui.redact import redact
+
+        return [redact(line) for line in lines]  # shown: secrets as ${NAME}
 
     def confirmation_prompt(self) -> str:
         verb = {"disruptive": "stops serving", "destructive": "reboots or changes files"}.get(
@@ -289,14 +292,16 @@ def run_fix(
                 _verify(plan, ctx, verify_facts)
         except BaseException as exc:
             done = "; ".join(f"{n}: {', '.join(a)}" for n, a in result.done.items()) or "none"
-            env.journal.append(
-                event="fix-interrupted",
-                run=run_id,
-                fix=plan.fix.id,
-                reason=type(exc).__name__,
-                done=result.done,
-                message=f"interrupted; finished so far: {done}",
-            )
+            # a journal that failed mid-run fails again here: its own error says what ran
+            with contextlib.suppress(JournalUnwritable):
+                env.journal.append(
+                    event="fix-interrupted",
+                    run=run_id,
+                    fix=plan.fix.id,
+                    reason=type(exc).__name__,
+                    done=result.done,
+                    message=f"interrupted; finished so far: {done}",
+                )
             raise
         env.journal.append(
             event="fix-end",

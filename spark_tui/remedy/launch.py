@@ -28,6 +28,7 @@ from spark_tui.kb.matcher import Matcher
 from spark_tui.nodes.transport import CommandResult, NodeUnreachable, Transport
 from spark_tui.recipes.plan import LaunchStep, ray_gpus, tar_dir
 from spark_tui.remedy.journal import TIMED_OUT, Journal
+from spark_tui.safefile import read_state_text, write_atomic
 
 Emit = Callable[[ActionProgress], None]
 
@@ -341,7 +342,7 @@ class AutoRelaunchGuard:
 
     def _load(self) -> dict[str, float]:
         try:
-            data = json.loads(self.path.read_text())
+            data = json.loads(read_state_text(self.path))
         except (OSError, ValueError):
             return {}
         return data if isinstance(data, dict) else {}
@@ -354,9 +355,7 @@ class AutoRelaunchGuard:
         data = self._load()
         data[diagnosis_key] = when
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(json.dumps(data))
-        tmp.replace(self.path)
+        write_atomic(self.path, json.dumps(data))
 
     def claim(self, diagnosis_key: str, when: float, wall: str | None = None) -> bool:
         """Allowed and recorded in one go; False means: ask the user instead. With `wall`,

@@ -21,6 +21,7 @@ from spark_tui.remedy.actions.base import (
     RunContext,
     VerifyResult,
 )
+from spark_tui.safefile import read_state_text, write_atomic
 
 PATCH_KEYS = ("set_args", "unset_args", "set_env", "unset_env")
 
@@ -186,7 +187,7 @@ class SwitchRecipe(ActionKind):
         before = planned.recipe_before.id if planned.recipe_before is not None else None
         path = ctx.state.active_recipe_path
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"from": before, "to": planned.switch_to}) + "\n")
+        write_atomic(path, json.dumps({"from": before, "to": planned.switch_to}) + "\n")
         ctx.journal.append(
             event="recipe-switch", run=ctx.run_id, fix=ctx.context, recipe=planned.switch_to
         )
@@ -206,7 +207,7 @@ class SwitchRecipe(ActionKind):
 def switched_recipe(state_path, configured: str | None) -> str | None:
     """The recipe a switch-recipe fix chose instead of `configured` (None: no switch)."""
     try:
-        data = json.loads(state_path.read_text())
+        data = json.loads(read_state_text(state_path, 4096))
     except (OSError, ValueError):
         return None
     if isinstance(data, dict) and data.get("from") == configured and data.get("to"):
