@@ -26,8 +26,12 @@ SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
 SECRET_FLAGS = ("--api-key", "--hf-token", "--token", "--password", "--secret")
 MIN_VALUE = 6  # a shorter value is too likely to be an ordinary word or number
 
-# (TOKENS, KEYS: counts — max_num_batched_tokens — not secrets)
-_NAME = r"[A-Za-z0-9_]*(?:TOKEN(?!S)|KEY(?!S)|SECRET|PASSWORD|PASSWD|CREDENTIAL)(?:_[A-Za-z0-9_]*)?"
+# (TOKENS, KEYS: counts — max_num_batched_tokens — not secrets; nor a PER_TOKEN size,
+# `recipes fit --json`'s kv_bytes_per_token)
+_NAME = (
+    r"[A-Za-z0-9_]*(?:(?<!PER_)TOKEN(?!S)|KEY(?!S)|SECRET|PASSWORD|PASSWD|CREDENTIAL)"
+    r"(?:_[A-Za-z0-9_]*)?"
+)
 # NAME=value, NAME: value, "NAME": "value" (a JSON or YAML text), -e NAME=value
 _ASSIGN = re.compile(
     rf"""(?i)(?<![A-Za-z0-9_])({_NAME})(["']?\s*[=:]\s*["']?)(?!\$\{{)([^\s"',;}}\]]+)"""
@@ -46,7 +50,7 @@ _marked: set[str] = set()  # variable names marked secret (cluster.yaml `secrets
 
 def secret_name(name: str) -> bool:
     """Whether an environment variable of this name holds a secret."""
-    upper = name.upper()
+    upper = name.upper().replace("PER_TOKEN", "")
     return name in _marked or any(w in upper for w in SECRET_WORDS)
 
 

@@ -688,7 +688,17 @@ class Session:
         unreachable = {
             n: st.unavailable.get("node", "") for n, st in states.items() if not st.reachable
         }
-        return fit_nodes(recipe, self.config, states), unreachable
+        measured = None
+        head = self.config.head
+        if recipe.model.checkpoint_bytes is None and states.get(head.name, None) is not None:
+            from spark_tui.nodes.doctor import model_size, recipe_model_paths
+
+            paths = recipe_model_paths(recipe.model.path, recipe.volumes, self.config.models_dir)
+            if states[head.name].reachable and paths:
+                size, where = model_size(self.transports[head.name], head, paths)
+                if size:
+                    measured = (size, f"measured on {head.name}: {where}")
+        return fit_nodes(recipe, self.config, states, measured), unreachable
 
     def status(self) -> list[NodeStatus]:
         """Every node now: reachable, containers up, Ray membership, serving phase, model.
