@@ -318,6 +318,20 @@ class Session:
                 return name, st
         return None
 
+    def serving_containers(self) -> dict[str, str]:
+        """node -> the serving container running there, as the monitor last saw it (for a
+        deployment spark-tui did not start: eugr's vllm_node, a sparkrun container, …)."""
+        from spark_tui.nodes.state import is_stack_container
+
+        out: dict[str, str] = {}
+        if self.monitor is None:
+            return out
+        for name, st in self.monitor.states().items():
+            running = [c for c in st.containers if c.state == "running" and is_stack_container(c)]
+            if running:
+                out[name] = running[0].name
+        return out
+
     def adopt_running(self) -> tuple[Recipe, str]:
         """The deployment running now as a recipe, derived from its engine's command line and
         its container (image, name): the recipe, and the file text to show before saving."""
@@ -327,7 +341,7 @@ class Session:
         from spark_tui.monitor import engine_container
         from spark_tui.nodes import commands
         from spark_tui.nodes.parsers.processes import parse_engine_output
-        from spark_tui.recipes.community import parse_community
+        from spark_tui.recipes.eugr import adopted_recipe
         from spark_tui.recipes.revisions import recipe_to_yaml
 
         found = self.running_engine()
@@ -353,14 +367,7 @@ class Session:
         words = engine_words(list(engine.args)) or list(engine.args)
         model = (engine.model or "model").rstrip("/").split("/")[-1].lower()
         rid = "adopted-" + "".join(ch if ch.isalnum() or ch in ".-" else "-" for ch in model)
-        data = {
-            "recipe_version": "1",
-            "name": f"adopted from what runs on {node}",
-            "model": engine.model,
-            "container": image or "unknown-image",
-            "command": shlex.join(words),
-        }
-        recipe = parse_community(data, f"{rid}.yaml")
+        recipe = adopted_recipe(words, engine.model, image, rid, node)
         recipe = dataclasses.replace(
             recipe,
             head_container=container or recipe.head_container,
@@ -447,6 +454,7 @@ class Session:
             self.transports,
             recipe=self.recipe,
             directory=self.state.evidence_dir,
+            containers=self.serving_containers,
         )
         self.monitor = ClusterMonitor(
             self.config,
@@ -562,6 +570,7 @@ class Session:
             seen=seen,
             wall=diagnosis.wall.id,
             recipes=self.recipes().recipes,
+            containers=self.serving_containers(),
         )
 
     def fix_lines(self, diagnosis: Diagnosis, fix: Fix) -> list[str]:
@@ -689,7 +698,17 @@ class Session:
         unreachable = {
             n: st.unavailable.get("node", "") for n, st in states.items() if not st.reachable
         }
-        return fit_nodes(recipe, self.config, states), unreachable
+        measured = None
+        head = self.config.head
+        if recipe.model.checkpoint_bytes is None and states.get(head.name, None) is not None:
+            from spark_tui.nodes.doctor import model_size, recipe_model_paths
+
+            paths = recipe_model_paths(recipe.model.path, recipe.volumes, self.config.models_dir)
+            if states[head.name].reachable and paths:
+                size, where = model_size(self.transports[head.name], head, paths)
+                if size:
+                    measured = (size, f"measured on {head.name}: {where}")
+        return fit_nodes(recipe, self.config, states, measured), unreachable
 
     def status(self) -> list[NodeStatus]:
         """Every node now: reachable, containers up, Ray membership, serving phase, model.

@@ -365,6 +365,8 @@ class Proposal:
                 lines.append(f"    fabric_if: {n.fabric_if}")
             if n.fabric_ip:
                 lines.append(f"    fabric_ip: {n.fabric_ip}")
+            if n.fabric_hca:
+                lines.append(f"    fabric_hca: {_yaml_text(n.fabric_hca)}")
             lines.append(f"    role: {n.role}" + ("   # this machine" if n.is_local else ""))
         return "\n".join(lines) + "\n"
 
@@ -379,6 +381,7 @@ class Proposal:
                     "role": n.role,
                     "fabric_if": n.fabric_if,
                     "fabric_ip": n.fabric_ip,
+                    "fabric_hca": n.fabric_hca,
                     "fabric_ports_up": p.fabric_ports_up,
                     "gpus": list(p.gpus),
                     "source": p.candidate.source,

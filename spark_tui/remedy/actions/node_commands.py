@@ -235,7 +235,12 @@ class CollectEvidence(_PerNode):
     ) -> list[PlannedCommand]:
         items = action.params.get("items") or ()
         return [
-            PlannedCommand(node.name, evidence_command(item, ctx.recipe, ctx.stamp, node.role))
+            PlannedCommand(
+                node.name,
+                evidence_command(
+                    item, ctx.recipe, ctx.stamp, node.role, (ctx.containers or {}).get(node.name)
+                ),
+            )
             for item in items
         ]
 
@@ -248,7 +253,8 @@ class CollectEvidence(_PerNode):
                 text += f"\n({ctx.failure_text(res)})"
             _save_evidence(ctx, cmd, text)
             ctx.result.did(cmd.node, self.name)
-            ctx.emit(ActionProgress(self.name, cmd.node, cmd.command, "ok"))
+            ok = res is not None and res.ok  # saved either way; never shown as read when not
+            ctx.emit(ActionProgress(self.name, cmd.node, cmd.command, "ok" if ok else "failed"))
         return True
 
     def verify(self, planned: PlannedAction, ctx: RunContext) -> list[VerifyResult]:
