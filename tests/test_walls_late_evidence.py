@@ -130,6 +130,8 @@ def test_stall_evidence_first_dumps_and_readings_of_the_last_minutes(tmp_path: P
         shim_transports(tmp_path),
         readings=Readings(),
         directory=tmp_path / "evidence",
+        # no recipe: the serving containers the session found running (an attached deployment)
+        containers=lambda: {"spark1": "vllm_node", "spark2": "vllm_node"},
     )
     auto(event)
     auto.wait()
