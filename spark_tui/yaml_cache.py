@@ -37,10 +37,10 @@ _KEYS: dict[Path, bytes] = {}  # the HMAC key of each state directory, once read
 
 
 def _parser_digest() -> bytes:
-    from spark_tui import yamlfile
-
+    """The parser's own source (yamlfile.py, beside this file; read, not imported: the
+    parser imports this cache), so a changed parser never reads an old entry."""
     try:
-        return hashlib.sha256(Path(yamlfile.__file__).read_bytes()).digest()
+        return hashlib.sha256(Path(__file__).with_name("yamlfile.py").read_bytes()).digest()
     except OSError:
         return b"unknown"
 

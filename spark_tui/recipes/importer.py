@@ -16,7 +16,6 @@ from spark_tui.recipes.loader import parse_recipe_text
 from spark_tui.recipes.model import Recipe
 from spark_tui.recipes.revisions import recipe_to_yaml
 from spark_tui.safefile import write_atomic
-from spark_tui.yamlfile import load_yaml
 
 
 def imported_text(recipe: Recipe, source: Path) -> str:
@@ -59,7 +58,9 @@ def write_imported(source: Path, target_dir: Path, force: bool = False) -> tuple
     """Convert `source` and write `target_dir/<id>.yaml`. An existing file is refused unless
     `force` (then kept as .bak); the source itself, when it is the target, is kept as
     `<id>.yaml.<format>` (not loaded any more). Returns (path, recipe, note)."""
-    recipe = parse_community(load_yaml(source), str(source))
+    from spark_tui.recipes.loader import load_recipe_yaml
+
+    recipe = parse_community(load_recipe_yaml(source), str(source))
     text = imported_text(recipe, source)
     out = target_dir / f"{recipe.id}.yaml"
     parse_recipe_text(text, str(out))  # what is written must load back
