@@ -12,6 +12,7 @@ from spark_tui.entry import main
 from spark_tui.events import DiagnosisRaised
 from spark_tui.kb.diagnosis import DiagnosisBook
 from spark_tui.kb.loader import load_knowledge
+from spark_tui.kb.source import Source
 from spark_tui.nodes.cluster import ClusterConfig, NodeConfig
 from spark_tui.nodes.local import LocalTransport
 from spark_tui.nodes.rules import RuleEngine
@@ -129,6 +130,8 @@ def test_stall_evidence_first_dumps_and_readings_of_the_last_minutes(tmp_path: P
         shim_transports(tmp_path),
         readings=Readings(),
         directory=tmp_path / "evidence",
+        # no recipe: the serving containers the session found running (an attached deployment)
+        containers=lambda: {"spark1": "vllm_node", "spark2": "vllm_node"},
     )
     auto(event)
     auto.wait()
@@ -173,7 +176,9 @@ def crash(wall_id: str, line: str, node: str = "spark1", t: float = 10.0):
     stream = Matcher(KB).stream()
     for text in line.split("\n"):
         for hit in stream.feed_line(f"{node}:serve", text):
-            book.add(hit.wall, f"{node}:serve", hit.line_no, hit.evidence, node=node, now=t)
+            book.add(
+                hit.wall, Source.log(node, "serve"), hit.line_no, hit.evidence, node=node, now=t
+            )
     return [d for d in book.by_first_line() if d.wall.id == wall_id]
 
 

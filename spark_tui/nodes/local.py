@@ -11,7 +11,13 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from spark_tui.nodes.transport import CommandResult, LineStream, Reachability, Transport
+from spark_tui.nodes.transport import (
+    CommandResult,
+    LineSplitter,
+    LineStream,
+    Reachability,
+    Transport,
+)
 
 
 class _ProcessLines(LineStream):
@@ -27,11 +33,23 @@ class _ProcessLines(LineStream):
         self._closed = threading.Event()
 
     def __iter__(self) -> Iterator[str]:
-        assert self._proc.stdout is not None
-        for raw in self._proc.stdout:
-            if self._closed.is_set():
+        out = self._proc.stdout
+        assert out is not None
+        lines = LineSplitter()
+        while not self._closed.is_set():
+            try:
+                data = out.read1(1 << 16)
+            except (OSError, ValueError):  # closed under us
                 break
-            yield raw.decode("utf-8", errors="replace").rstrip("\r\n")
+            if not data:
+                last = lines.flush()
+                if last:
+                    yield last
+                break
+            for line in lines.feed(data):
+                if self._closed.is_set():
+                    return
+                yield line
 
     def close(self) -> None:
         if self._closed.is_set():

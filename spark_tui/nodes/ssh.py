@@ -35,6 +35,7 @@ from spark_tui.errors import SparkTuiError
 from spark_tui.nodes.cluster import NodeConfig
 from spark_tui.nodes.transport import (
     CommandResult,
+    LineSplitter,
     LineStream,
     NodeUnreachable,
     Reachability,
@@ -62,7 +63,7 @@ class SudoPasswordRequired(SparkTuiError):
     def __init__(self, node: str, command: str) -> None:
         self.node = node
         self.command = command
-        from spark_tui.sudoers import sudoers_hint
+        from spark_tui.remedy.sudoers import sudoers_hint
 
         super().__init__(
             f"{node}: sudo needs a password for this command, and spark-tui never types one.\n"
@@ -377,7 +378,7 @@ class _ChannelLines(LineStream):
         self._closed = threading.Event()
 
     def __iter__(self) -> Iterator[str]:
-        buf = b""
+        lines = LineSplitter()
         chan = self._chan
         while not self._closed.is_set():
             try:
@@ -391,12 +392,10 @@ class _ChannelLines(LineStream):
                 break
             if not data:
                 break
-            buf += data
-            *lines, buf = buf.split(b"\n")
-            for raw in lines:
-                yield raw.decode("utf-8", errors="replace").rstrip("\r")
-        if buf and not self._closed.is_set():
-            yield buf.decode("utf-8", errors="replace").rstrip("\r")
+            yield from lines.feed(data)
+        last = lines.flush()
+        if last and not self._closed.is_set():
+            yield last
         self._owner._check_alive()
 
     def close(self) -> None:

@@ -524,13 +524,31 @@ def load_dir(directory: Path) -> dict[str, Recipe]:
 
 def load_dir_partial(directory: Path) -> tuple[dict[str, Recipe], list[InputError]]:
     """Every recipe file in one directory that loads, and the errors of those that do not."""
-    return load_id_files(directory, parse_any, "recipe")
+    return load_id_files(directory, parse_any, "recipe", load=load_recipe_yaml)
+
+
+def load_recipe_yaml(path: Path) -> Any:
+    """A recipe file's YAML. A key given twice is an error, except in an eugr recipe: eugr's
+    run-recipe.py reads it with yaml.safe_load, which keeps the last value, so spark-tui does
+    too (and says so: parse_eugr lists each repeat)."""
+    from spark_tui.recipes import community
+    from spark_tui.yamlfile import read_text
+
+    try:
+        return load_yaml(path)
+    except InputError as exc:
+        if not exc.reason.startswith("invalid YAML: ") or "duplicate key" not in exc.reason:
+            raise
+        data = parse_yaml(read_text(path), str(path), last_key_wins=True)
+        if community.is_community(data) and community.flavour(data) == community.EUGR:
+            return data
+        raise
 
 
 def load_file(path: Path) -> Recipe:
-    """One recipe file (either format), named after its file."""
-    recipe = parse_any(load_yaml(path), str(path))
-    if recipe.id != path.stem:
+    """One recipe file (either format), named after its file (an eugr one lower-cased)."""
+    recipe = parse_any(load_recipe_yaml(path), str(path))
+    if recipe.id != path.stem and recipe.origin != "eugr":
         raise InputError(
             f"the recipe {recipe.id!r} must be in {recipe.id}{path.suffix}", str(path), 1
         )

@@ -199,6 +199,18 @@ class Recipe:
     revision: int = 0  # 0 = as shipped / as written by the user
     profile: str | None = None  # the profile applied, if any
 
+    def __post_init__(self) -> None:
+        # its secrets (HF_TOKEN in its env, --api-key's value) never show in what we write
+        from spark_tui import redact
+
+        for env in (self.docker_env, self.serve.env, self.ray.env, self.ray.head_env):
+            redact.remember_env(env)
+        redact.remember_env(self.ray.worker_env)
+        redact.remember_args(self.serve.args)
+        for p in self.profiles.values():
+            redact.remember_env(p.set_env)
+            redact.remember_args(p.set_args)
+
     # ---- views -------------------------------------------------------------
     @property
     def works(self) -> bool:
@@ -211,13 +223,13 @@ class Recipe:
     @property
     def served_name(self) -> str:
         name = self.serve.args.get("--served-model-name")
-        return str(name) if name not in (None, True) else self.model.path
+        return str(name) if name is not None and name is not True else self.model.path
 
     @property
     def tp(self) -> int | None:
         for flag in ("--tensor-parallel-size", "--tp-size", "--tp", "-tp"):
             value = self.serve.args.get(flag)
-            if value not in (None, True):
+            if value is not None and value is not True:  # 1 == True: not `in`
                 try:
                     return int(value)
                 except (TypeError, ValueError):
@@ -229,7 +241,7 @@ class Recipe:
         """Pipeline-parallel size (vLLM --pipeline-parallel-size, SGLang --pp-size)."""
         for flag in ("--pipeline-parallel-size", "--pp-size", "-pp"):
             value = self.serve.args.get(flag)
-            if value not in (None, True):
+            if value is not None and value is not True:  # 1 == True: not `in`
                 try:
                     return int(value)
                 except (TypeError, ValueError):

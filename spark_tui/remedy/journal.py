@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from spark_tui.errors import SparkTuiError
+from spark_tui.redact import redact_data
 from spark_tui.safefile import UnsafeFile, check_fd, open_state
 
 # how a command ended, besides its exit code
@@ -59,7 +60,9 @@ class Journal:
         record = {"time": time.time(), **entry}
         if self.simulated:
             record["simulated"] = True
-        data = (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode("utf-8")
+        # secrets (a recipe's HF_TOKEN in a command, an output tail) only as ${NAME}
+        text = json.dumps(redact_data(record), ensure_ascii=False, default=str)
+        data = (text + "\n").encode("utf-8")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = open_state(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)

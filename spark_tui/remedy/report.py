@@ -16,6 +16,7 @@ from spark_tui.kb.loader import KnowledgeBase
 from spark_tui.nodes.cluster import ClusterConfig
 from spark_tui.recipes.model import Recipe
 from spark_tui.recipes.revisions import Revision
+from spark_tui.redact import redact
 from spark_tui.remedy.journal import command_running
 
 JOURNAL_TAIL = 200
@@ -143,7 +144,8 @@ def build_report(d: ReportData) -> str:
             out.append("")
             out.append("</details>")
             out.append("")
-    return "\n".join(out).rstrip("\n") + "\n"
+    # made to be pasted in public: secrets only as ${NAME}
+    return redact("\n".join(out).rstrip("\n") + "\n")
 
 
 _EVENT_TEXT = {
