@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -33,7 +34,9 @@ from spark_tui.errors import InputError, SparkTuiError
 from spark_tui.events import ActionProgress, DiagnosisRaised, DiagnosisResolved, Event
 from spark_tui.kb.diagnosis import Diagnosis
 from spark_tui.kb.loader import KnowledgeBase
+from spark_tui.kb.matcher import Matcher
 from spark_tui.kb.schema import SEVERITY_RANK, Fix
+from spark_tui.kb.source import READINGS
 from spark_tui.nodes.cluster import ClusterConfig
 from spark_tui.nodes.state import NodeState
 from spark_tui.nodes.transport import Transport
@@ -42,6 +45,7 @@ from spark_tui.recipes.revisions import RevisionStore
 from spark_tui.remedy.fixes import Confirm, FixPlan, FixResult, RunEnvironment, action_plan
 from spark_tui.remedy.journal import Journal, UnfinishedRun, unfinished
 from spark_tui.remedy.launch import AutoRelaunchGuard, RelaunchDecision, decide_after_crash
+from spark_tui.safefile import read_state_text, write_atomic
 from spark_tui.state import StateDir
 
 if TYPE_CHECKING:
@@ -169,11 +173,9 @@ class Session:
             policy.set_read_only(True)
         kb = load_knowledge()
         if scenario is None:
-            from spark_tui.nodes.config import find_cluster_config, load_cluster
+            from spark_tui.nodes.config import cluster_config_path, load_cluster
 
-            if config is not None and not Path(config).exists():
-                raise InputError("no such cluster file", str(config))
-            path = Path(config) if config is not None else find_cluster_config()
+            path = cluster_config_path(config)
             if path is not None:
                 from spark_tui.nodes.transports import open_transports
 
@@ -461,6 +463,7 @@ class Session:
             self.clock,
             self._evidence,
             recipe_facts=self.recipe_facts,
+            matcher=self.matcher,
             period_s=period_s or max(MIN_PERIOD_S, REAL_PERIOD_S * self.clock.rate),
         )
         self._evidence.readings = self.monitor
@@ -535,6 +538,12 @@ class Session:
                 return f"{d.wall.id}{where}: {d.evidence[:200]}"
         return None
 
+    @functools.cached_property
+    def matcher(self) -> Matcher:
+        """The session's one matcher, of its knowledge base: the monitor, a launch's
+        fatal-wall check and a report's triage all use it."""
+        return Matcher(self.kb)
+
     # ---- actions ---------------------------------------------------------------------------
     def environment(self) -> RunEnvironment:
         return RunEnvironment(
@@ -545,6 +554,7 @@ class Session:
             self.clock,
             hooks=self,
             stop=self.closing,
+            matcher=self.matcher,
         )
 
     def plan_fix(self, diagnosis: Diagnosis, fix: Fix) -> FixPlan:
@@ -821,7 +831,8 @@ class Session:
         ev = self.state.evidence_dir
         if ev.is_dir():
             for f in sorted(ev.glob("*/*.txt"))[-20:]:
-                data.evidence[f"{f.parent.name}/{f.name}"] = f.read_text(errors="replace")
+                with contextlib.suppress(OSError):  # a planted FIFO or symlink: left out
+                    data.evidence[f"{f.parent.name}/{f.name}"] = read_state_text(f)
         return build_report(data)
 
     def export_report(self, diagnoses: list[Diagnosis] | None = None) -> Path:
@@ -835,8 +846,8 @@ class Session:
             else self.state.reports_dir
         )
         out = reports / time.strftime("incident-%Y%m%d-%H%M%S.md")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(self.report(diagnoses), encoding="utf-8")
+        out.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        write_atomic(out, self.report(diagnoses))  # /tmp is shared: nothing planted followed
         return out
 
     def bringup(self) -> GuidedBringUp:
@@ -854,7 +865,7 @@ class Session:
         active.sort(
             key=lambda d: (
                 SEVERITY_RANK[d.severity],
-                not d.source.endswith("readings"),
+                d.source.kind != READINGS,
                 d.first_seen,
             )
         )

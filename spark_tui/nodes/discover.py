@@ -207,13 +207,13 @@ def probe(
 ) -> Probe:
     """Check the host key (ask about an unknown one), then read the node over SSH once."""
     from spark_tui.nodes.ssh import (
-        SSHTransport,
         append_known_host,
         fetch_host_key,
         fingerprint_sha256,
         known_key,
         resolve_target,
     )
+    from spark_tui.nodes.transports import open_transport
 
     result = Probe(candidate)
     try:
@@ -260,7 +260,7 @@ def probe(
     else:
         result.key_status = "known"
     node = NodeConfig(candidate.host, candidate.host, user=candidate.user, port=candidate.port)
-    t = SSHTransport(
+    t = open_transport(
         node,
         ssh_config=ssh_config,
         known_hosts=known_hosts,

@@ -434,7 +434,7 @@ def _ports(n: NodeConfig, s: NodeState, wanted: Mapping[int, str]) -> Check:
 def _sudo(n: NodeConfig, t: Transport, kb: list[Wall]) -> Check:
     """Does sudo -n allow every command spark-tui runs as root on this node (asked with
     `sudo -l`, nothing is run)? Else the sudoers rule that allows exactly them."""
-    from spark_tui.sudoers import root_commands, sudoers_hint
+    from spark_tui.remedy.sudoers import root_commands, sudoers_hint
 
     values = n.placeholder_values()
     wanted = [c for c in root_commands(kb, values) if not any(w.startswith("<") for w in c)]

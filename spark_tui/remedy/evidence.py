@@ -32,6 +32,7 @@ from spark_tui.nodes.transport import NodeUnreachable, Transport
 from spark_tui.recipes.model import Recipe
 from spark_tui.recipes.render import stamp_now
 from spark_tui.remedy.render import evidence_command
+from spark_tui.safefile import write_atomic
 
 READINGS_WINDOW_S = 600.0
 EVIDENCE_TIMEOUT_S = 120.0
@@ -136,7 +137,7 @@ def collect_evidence(
                         out += f"\n({why})"
                     body = f"$ {command}\n{out}"
             path = directory / f"{node}-{item}.txt"
-            path.write_text("\n".join(header) + "\n" + body + "\n", encoding="utf-8")
+            write_atomic(path, "\n".join(header) + "\n" + body + "\n")
             result.files.append(path)
     return result
 

@@ -21,7 +21,7 @@ import threading
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spark_tui import policy
 from spark_tui.clock import Clock
@@ -47,6 +47,9 @@ from spark_tui.remedy.actions.base import (
 )
 from spark_tui.remedy.journal import FixLock, Journal, JournalUnwritable
 from spark_tui.state import StateDir
+
+if TYPE_CHECKING:
+    from spark_tui.kb.matcher import Matcher
 
 Emit = Callable[[ActionProgress], None]
 Confirm = Callable[[str, tuple[str, ...]], bool]
@@ -225,6 +228,7 @@ class RunEnvironment:
     clock: Clock
     hooks: SessionHooks = field(default_factory=NoHooks)
     stop: threading.Event | None = None  # set when the session closes: waits end early
+    matcher: Matcher | None = None  # the session's (its knowledge base, loaded once)
 
     @property
     def lock(self) -> FixLock:
@@ -282,6 +286,7 @@ def run_fix(
             result,
             env.hooks,
             env.stop,
+            env.matcher,
         )
         try:
             if _preflight(plan, ctx):
