@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -33,7 +34,9 @@ from spark_tui.errors import InputError, SparkTuiError
 from spark_tui.events import ActionProgress, DiagnosisRaised, DiagnosisResolved, Event
 from spark_tui.kb.diagnosis import Diagnosis
 from spark_tui.kb.loader import KnowledgeBase
+from spark_tui.kb.matcher import Matcher
 from spark_tui.kb.schema import SEVERITY_RANK, Fix
+from spark_tui.kb.source import READINGS
 from spark_tui.nodes.cluster import ClusterConfig
 from spark_tui.nodes.state import NodeState
 from spark_tui.nodes.transport import Transport
@@ -42,6 +45,7 @@ from spark_tui.recipes.revisions import RevisionStore
 from spark_tui.remedy.fixes import Confirm, FixPlan, FixResult, RunEnvironment, action_plan
 from spark_tui.remedy.journal import Journal, UnfinishedRun, unfinished
 from spark_tui.remedy.launch import AutoRelaunchGuard, RelaunchDecision, decide_after_crash
+from spark_tui.safefile import read_state_text, write_atomic
 from spark_tui.state import StateDir
 
 if TYPE_CHECKING:
@@ -170,11 +174,9 @@ class Session:
             policy.set_read_only(True)
         kb = load_knowledge()
         if scenario is None:
-            from spark_tui.nodes.config import find_cluster_config, load_cluster
+            from spark_tui.nodes.config import cluster_config_path, load_cluster
 
-            if config is not None and not Path(config).exists():
-                raise InputError("no such cluster file", str(config))
-            path = Path(config) if config is not None else find_cluster_config()
+            path = cluster_config_path(config)
             if path is not None:
                 from spark_tui.nodes.transports import open_transports
 
@@ -317,6 +319,20 @@ class Session:
                 return name, st
         return None
 
+    def serving_containers(self) -> dict[str, str]:
+        """node -> the serving container running there, as the monitor last saw it (for a
+        deployment spark-tui did not start: eugr's vllm_node, a sparkrun container, …)."""
+        from spark_tui.nodes.state import is_stack_container
+
+        out: dict[str, str] = {}
+        if self.monitor is None:
+            return out
+        for name, st in self.monitor.states().items():
+            running = [c for c in st.containers if c.state == "running" and is_stack_container(c)]
+            if running:
+                out[name] = running[0].name
+        return out
+
     def adopt_running(self) -> tuple[Recipe, str]:
         """The deployment running now as a recipe, derived from its engine's command line and
         its container (image, name): the recipe, and the file text to show before saving."""
@@ -326,7 +342,7 @@ class Session:
         from spark_tui.monitor import engine_container
         from spark_tui.nodes import commands
         from spark_tui.nodes.parsers.processes import parse_engine_output
-        from spark_tui.recipes.community import parse_community
+        from spark_tui.recipes.eugr import adopted_recipe
         from spark_tui.recipes.revisions import recipe_to_yaml
 
         found = self.running_engine()
@@ -352,14 +368,7 @@ class Session:
         words = engine_words(list(engine.args)) or list(engine.args)
         model = (engine.model or "model").rstrip("/").split("/")[-1].lower()
         rid = "adopted-" + "".join(ch if ch.isalnum() or ch in ".-" else "-" for ch in model)
-        data = {
-            "recipe_version": "1",
-            "name": f"adopted from what runs on {node}",
-            "model": engine.model,
-            "container": image or "unknown-image",
-            "command": shlex.join(words),
-        }
-        recipe = parse_community(data, f"{rid}.yaml")
+        recipe = adopted_recipe(words, engine.model, image, rid, node)
         recipe = dataclasses.replace(
             recipe,
             head_container=container or recipe.head_container,
@@ -446,6 +455,7 @@ class Session:
             self.transports,
             recipe=self.recipe,
             directory=self.state.evidence_dir,
+            containers=self.serving_containers,
         )
         self.monitor = ClusterMonitor(
             self.config,
@@ -454,6 +464,7 @@ class Session:
             self.clock,
             self._evidence,
             recipe_facts=self.recipe_facts,
+            matcher=self.matcher,
             period_s=period_s or max(MIN_PERIOD_S, REAL_PERIOD_S * self.clock.rate),
         )
         self._evidence.readings = self.monitor
@@ -528,6 +539,12 @@ class Session:
                 return f"{d.wall.id}{where}: {d.evidence[:200]}"
         return None
 
+    @functools.cached_property
+    def matcher(self) -> Matcher:
+        """The session's one matcher, of its knowledge base: the monitor, a launch's
+        fatal-wall check and a report's triage all use it."""
+        return Matcher(self.kb)
+
     # ---- actions ---------------------------------------------------------------------------
     def environment(self) -> RunEnvironment:
         return RunEnvironment(
@@ -538,6 +555,7 @@ class Session:
             self.clock,
             hooks=self,
             stop=self.closing,
+            matcher=self.matcher,
         )
 
     def plan_fix(self, diagnosis: Diagnosis, fix: Fix) -> FixPlan:
@@ -553,6 +571,7 @@ class Session:
             seen=seen,
             wall=diagnosis.wall.id,
             recipes=self.recipes().recipes,
+            containers=self.serving_containers(),
         )
 
     def fix_lines(self, diagnosis: Diagnosis, fix: Fix) -> list[str]:
@@ -680,7 +699,17 @@ class Session:
         unreachable = {
             n: st.unavailable.get("node", "") for n, st in states.items() if not st.reachable
         }
-        return fit_nodes(recipe, self.config, states), unreachable
+        measured = None
+        head = self.config.head
+        if recipe.model.checkpoint_bytes is None and states.get(head.name, None) is not None:
+            from spark_tui.nodes.doctor import model_size, recipe_model_paths
+
+            paths = recipe_model_paths(recipe.model.path, recipe.volumes, self.config.models_dir)
+            if states[head.name].reachable and paths:
+                size, where = model_size(self.transports[head.name], head, paths)
+                if size:
+                    measured = (size, f"measured on {head.name}: {where}")
+        return fit_nodes(recipe, self.config, states, measured), unreachable
 
     def check_flags(self, recipe: Recipe) -> FlagReport:
         """Run the recipe image's own --help in a throw-away container on the node that
@@ -847,7 +876,8 @@ class Session:
         ev = self.state.evidence_dir
         if ev.is_dir():
             for f in sorted(ev.glob("*/*.txt"))[-20:]:
-                data.evidence[f"{f.parent.name}/{f.name}"] = f.read_text(errors="replace")
+                with contextlib.suppress(OSError):  # a planted FIFO or symlink: left out
+                    data.evidence[f"{f.parent.name}/{f.name}"] = read_state_text(f)
         return build_report(data)
 
     def export_report(self, diagnoses: list[Diagnosis] | None = None) -> Path:
@@ -861,8 +891,8 @@ class Session:
             else self.state.reports_dir
         )
         out = reports / time.strftime("incident-%Y%m%d-%H%M%S.md")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(self.report(diagnoses), encoding="utf-8")
+        out.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        write_atomic(out, self.report(diagnoses))  # /tmp is shared: nothing planted followed
         return out
 
     def bringup(self) -> GuidedBringUp:
@@ -880,7 +910,7 @@ class Session:
         active.sort(
             key=lambda d: (
                 SEVERITY_RANK[d.severity],
-                not d.source.endswith("readings"),
+                d.source.kind != READINGS,
                 d.first_seen,
             )
         )

@@ -9,6 +9,7 @@ import pytest
 from spark_tui.kb.conditions import parse_condition
 from spark_tui.kb.matcher import ENGINES, Matcher, scan_stream
 from spark_tui.kb.schema import Fix, LogSignature, Wall
+from spark_tui.kb.source import Source
 
 
 def wall(wid: str, *sigs: LogSignature, severity: str = "error") -> Wall:
@@ -182,7 +183,7 @@ def test_a_log_walls_cause_may_hold_on_another_node() -> None:
     # the healthy rank prints the line; the leak sits on its peer
     d, _ = book.add(
         w,
-        "spark1:log",
+        Source.log("spark1", "log"),
         7,
         "unbalanced",
         node="spark1",
@@ -196,7 +197,7 @@ def test_a_log_walls_cause_may_hold_on_another_node() -> None:
     )
     d2, _ = book.add(
         w,
-        "spark1:log2",
+        Source.log("spark1", "log2"),
         7,
         "unbalanced",
         node="spark1",

@@ -13,6 +13,8 @@ import argparse
 import json
 import sys
 
+from spark_tui.cli.options import config_of
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     from spark_tui.cli.options import add_cluster_source
@@ -46,7 +48,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         dest="sets",
         help="override for this rendering, e.g. serve.--max-model-len=4096, env.VAR=1, image=NAME",
     )
-    render.add_argument("--config", metavar="FILE", dest="render_config", help="cluster.yaml")
+    render.add_argument("--config", metavar="FILE", dest="sub_config", help="cluster.yaml")
     render.add_argument("--json", action="store_true", help="the plan as JSON (steps, waits, logs)")
     fit = rs.add_parser(
         "fit",
@@ -68,7 +70,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         dest="sets",
         help="override for this estimate, e.g. serve.--gpu-memory-utilization=0.82",
     )
-    fit.add_argument("--config", metavar="FILE", dest="render_config", help="cluster.yaml")
+    fit.add_argument("--config", metavar="FILE", dest="sub_config", help="cluster.yaml")
     fit.add_argument("--json", action="store_true", help="one JSON object (docs/json.md)")
     cf = rs.add_parser(
         "check-flags",
@@ -155,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
         return code
     recipe = book.get(args.id)
     if args.recipes_command in ("history", "undo"):
-        return _history(recipe, undo=args.recipes_command == "undo")
+        return _history(recipe, undo=args.recipes_command == "undo", config=config_of(args))
     if args.recipes_command == "show":
         return _show(recipe, args.json)
     if args.recipes_command == "fit":
@@ -165,10 +167,7 @@ def run(args: argparse.Namespace) -> int:
     from spark_tui.recipes.clusters import find_cluster
     from spark_tui.recipes.render import render_plan
 
-    cluster = find_cluster(
-        getattr(args, "render_config", None) or getattr(args, "config", None),
-        simulated_nodes=recipe.nodes,
-    )
+    cluster = find_cluster(config_of(args), simulated_nodes=recipe.nodes)
     plan = render_plan(recipe, cluster, profile=args.profile, sets=args.sets)
     if args.json:
         json.dump(plan.to_json(), sys.stdout, indent=2)
@@ -180,7 +179,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _adopt(args: argparse.Namespace) -> int:
     """Show the recipe derived from what runs (as a diff: it is all new) and save it."""
-    from spark_tui.cli.options import config_of
     from spark_tui.session import open_cluster
 
     with open_cluster(config_of(args), scenario=args.demo, no_config="refuse") as session:
@@ -267,15 +265,18 @@ def _show(recipe, as_json: bool) -> int:
     return 0
 
 
-def _history(recipe, undo: bool) -> int:
+def _history(recipe, undo: bool, config: str | None = None) -> int:
     from spark_tui.recipes.revisions import RevisionStore
     from spark_tui.state import StateDir
 
-    store = RevisionStore(StateDir.real().revisions_dir)
-    if undo:
-        back = store.undo(recipe.id)
+    if undo:  # through a session: its journal records the undo, as the TUI's does
+        from spark_tui.session import open_cluster
+
+        with open_cluster(config, recipe=recipe.id, no_config="offline") as session:
+            back = session.undo()
         print(f"{recipe.id}: now at revision {back.revision} (revision {recipe.revision} is kept)")
         return 0
+    store = RevisionStore(StateDir.real().revisions_dir)
     revs = store.revisions(recipe.id)
     if not revs:
         print(f"{recipe.id}: never patched (revision 0, as shipped)")
@@ -295,8 +296,7 @@ def _fit(recipe, args: argparse.Namespace) -> int:
     from spark_tui.session import open_cluster
 
     r = apply_sets(recipe.with_profile(args.profile), args.sets)
-    config = getattr(args, "render_config", None) or getattr(args, "config", None)
-    with open_cluster(config, sim_nodes=r.nodes) as session:
+    with open_cluster(config_of(args), sim_nodes=r.nodes) as session:
         report, unreachable = session.fit(r)
     if args.json:
         json.dump(report.to_json(), sys.stdout)

@@ -278,20 +278,20 @@ def _sources(c: _Collector, raw: Any, data: dict) -> tuple[MessageSource, ...]:
 
 
 def _action(c: _Collector, raw: Any, container: Any, index: int, where: str) -> Action | None:
-    """One action, checked against its kind in the registry (spark_tui.remedy.actions)."""
-    from spark_tui.remedy.actions import REGISTRY
+    """One action, checked against its kind's schema (spark_tui.action_schemas)."""
+    from spark_tui.action_schemas import SCHEMAS
 
     if not isinstance(raw, dict) or "type" not in raw:
         c.err(
-            f"{where}: an action is a mapping with a 'type' ({', '.join(REGISTRY)})",
+            f"{where}: an action is a mapping with a 'type' ({', '.join(SCHEMAS)})",
             container,
             index,
         )
         return None
-    kind = REGISTRY.get(raw["type"]) if isinstance(raw["type"], str) else None
+    kind = SCHEMAS.get(raw["type"]) if isinstance(raw["type"], str) else None
     if kind is None:
         c.err(
-            f"{where}: unknown action type {raw['type']!r} (known: {', '.join(REGISTRY)})",
+            f"{where}: unknown action type {raw['type']!r} (known: {', '.join(SCHEMAS)})",
             raw,
             "type",
         )

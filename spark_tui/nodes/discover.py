@@ -207,13 +207,13 @@ def probe(
 ) -> Probe:
     """Check the host key (ask about an unknown one), then read the node over SSH once."""
     from spark_tui.nodes.ssh import (
-        SSHTransport,
         append_known_host,
         fetch_host_key,
         fingerprint_sha256,
         known_key,
         resolve_target,
     )
+    from spark_tui.nodes.transports import open_transport
 
     result = Probe(candidate)
     try:
@@ -260,7 +260,7 @@ def probe(
     else:
         result.key_status = "known"
     node = NodeConfig(candidate.host, candidate.host, user=candidate.user, port=candidate.port)
-    t = SSHTransport(
+    t = open_transport(
         node,
         ssh_config=ssh_config,
         known_hosts=known_hosts,
@@ -365,6 +365,8 @@ class Proposal:
                 lines.append(f"    fabric_if: {n.fabric_if}")
             if n.fabric_ip:
                 lines.append(f"    fabric_ip: {n.fabric_ip}")
+            if n.fabric_hca:
+                lines.append(f"    fabric_hca: {_yaml_text(n.fabric_hca)}")
             lines.append(f"    role: {n.role}" + ("   # this machine" if n.is_local else ""))
         return "\n".join(lines) + "\n"
 
@@ -379,6 +381,7 @@ class Proposal:
                     "role": n.role,
                     "fabric_if": n.fabric_if,
                     "fabric_ip": n.fabric_ip,
+                    "fabric_hca": n.fabric_hca,
                     "fabric_ports_up": p.fabric_ports_up,
                     "gpus": list(p.gpus),
                     "source": p.candidate.source,

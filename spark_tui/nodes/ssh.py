@@ -63,7 +63,7 @@ class SudoPasswordRequired(SparkTuiError):
     def __init__(self, node: str, command: str) -> None:
         self.node = node
         self.command = command
-        from spark_tui.sudoers import sudoers_hint
+        from spark_tui.remedy.sudoers import sudoers_hint
 
         super().__init__(
             f"{node}: sudo needs a password for this command, and spark-tui never types one.\n"

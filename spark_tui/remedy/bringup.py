@@ -159,6 +159,7 @@ class BringUp:
                 self.journal,
                 self.run_id,
                 "bring-up",
+                matcher=self.env.matcher,
                 stop=self.env.stop,
             )
             r = runner.run_step(self.plan.steps[unit.step_index or 0])

@@ -16,7 +16,7 @@ from spark_tui.remedy.actions import launches, node_commands, recipe_changes
 from spark_tui.remedy.actions.base import ActionKind
 
 REGISTRY: dict[str, ActionKind] = {
-    cls.name: cls() for cls in (*node_commands.KINDS, *recipe_changes.KINDS, *launches.KINDS)
+    cls.schema.name: cls() for cls in (*node_commands.KINDS, *recipe_changes.KINDS, *launches.KINDS)
 }
 
 

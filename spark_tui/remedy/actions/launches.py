@@ -7,6 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 from spark_tui import shell
+from spark_tui.action_schemas import SCHEMAS
 from spark_tui.errors import InputError
 from spark_tui.kb.schema import Action
 from spark_tui.recipes.render import render_plan
@@ -35,6 +36,7 @@ def run_launch(planned: PlannedAction, ctx: RunContext) -> bool:
         ctx.journal,
         ctx.run_id,
         ctx.context,
+        matcher=ctx.matcher,
         abort=ctx.hooks.launch_blocker,
         stop=ctx.stop,
     )
@@ -61,12 +63,7 @@ def run_launch(planned: PlannedAction, ctx: RunContext) -> bool:
 
 
 class RestartRay(ActionKind):
-    name = "restart-ray"
-    optional = frozenset({"args", "env"})
-    default_target = "all"
-    min_risk = "disruptive"
-    changes_recipe = True
-    summary = "stop and start Ray on every node with these arguments and daemon environment"
+    schema = SCHEMAS["restart-ray"]
 
     def generic_lines(self, params: Mapping[str, Any]) -> list[str]:
         args = " ".join(
@@ -105,12 +102,7 @@ class RestartRay(ActionKind):
 
 
 class Relaunch(ActionKind):
-    name = "relaunch"
-    optional = frozenset({"clean"})
-    default_target = "all"
-    min_risk = "disruptive"
-    relaunches = True
-    summary = "stop the stack, drop caches, run the launch plan again (smoke request, tok/s)"
+    schema = SCHEMAS["relaunch"]
 
     def generic_lines(self, params: Mapping[str, Any]) -> list[str]:
         return ["# stop the stack on every node, drop caches, run the launch plan again"]

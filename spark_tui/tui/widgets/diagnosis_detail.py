@@ -11,6 +11,7 @@ from textual.widgets import Static
 
 from spark_tui.kb.diagnosis import Diagnosis
 from spark_tui.kb.schema import CONFIDENCE_WORDS, SUSPECTED, Fix
+from spark_tui.redact import redact
 from spark_tui.tui.formatting import clock_hms
 
 RISK_STYLE = {"safe": "green", "disruptive": "yellow", "destructive": "bold red"}
@@ -85,7 +86,7 @@ class DiagnosisDetail(VerticalScroll):
         wall = d.wall
         out = Text()
         out.append(f"{wall.title}\n", style="bold" if d.active else "bold dim")
-        where = d.node or d.source.split(":")[0]
+        where = d.node or d.source.subject
         words = CONFIDENCE_WORDS.get(d.confidence, d.confidence)
         out.append(f"{wall.id} · {d.severity} · {words} · {where}")
         out.append(
@@ -115,13 +116,13 @@ class DiagnosisDetail(VerticalScroll):
             if marked or not self.compact:
                 for line in self._render_fix(d, fix):
                     style = "dim" if line.startswith("#") else "cyan"
-                    out.append(f"     {line}\n", style=style)
+                    out.append(f"     {redact(line)}\n", style=style)
         if d.evidence_lines:
             out.append("Evidence\n", style="bold")
             for line_no, text in d.evidence_lines[-5:]:
                 prefix = f"  {line_no:>6}: " if line_no else "  "
                 out.append(prefix, style="dim")
-                out.append(text[:300] + "\n")
+                out.append(redact(text[:300]) + "\n")
         out.append("What it is\n", style="bold")
         out.append(" ".join(wall.summary.split()) + "\n")
         if wall.explain:

@@ -88,7 +88,7 @@ def root_commands(
     """Every command spark-tui may run as root, as argument vectors, in a stable order.
     `walls`: the knowledge base (default: the one spark-tui loads); `values`: one node's
     placeholder values ({node.fabric_if} …), else those words are `*`."""
-    from spark_tui.kb.schema import EVIDENCE_ITEMS
+    from spark_tui.action_schemas import EVIDENCE_ITEMS
     from spark_tui.remedy.render import evidence_command
 
     if walls is None:
