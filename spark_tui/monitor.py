@@ -723,7 +723,7 @@ class ClusterMonitor:
         """Match lines against the log walls; emit one LogLines batch and the diagnoses.
         The lines are what a node says: cleaned and capped here, where they enter."""
         self.cluster.node(node)
-        lines = [redact(clean_line(line)) for line in lines]  # shown: secrets as ${NAME}
+        lines = [clean_line(line) for line in lines]
         key = f"{node}:{source}"
         raised: list[DiagnosisRaised] = []
         marks: list[tuple[int, str, str]] = []
@@ -759,7 +759,8 @@ class ClusterMonitor:
                         self._states[name] = dataclasses.replace(
                             st, serving=self._serving_of(name, st)
                         )
-        self.emit(LogLines(node, source, tuple(lines), first_no, tuple(marks)))
+        shown = tuple(redact(line) for line in lines)  # shown: secrets as ${NAME}
+        self.emit(LogLines(node, source, shown, first_no, tuple(marks)))
         for event in raised:
             self.emit(event)
 

@@ -26,11 +26,19 @@ SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
 SECRET_FLAGS = ("--api-key", "--hf-token", "--token", "--password", "--secret")
 MIN_VALUE = 6  # a shorter value is too likely to be an ordinary word or number
 
-# (TOKENS, KEYS: counts — max_num_batched_tokens — not secrets)
-_NAME = r"[A-Za-z0-9_]*(?:TOKEN(?!S)|KEY(?!S)|SECRET|PASSWORD|PASSWD|CREDENTIAL)(?:_[A-Za-z0-9_]*)?"
+# an environment variable's name (upper case: HF_TOKEN, AWS_SECRET_ACCESS_KEY; TOKENS, KEYS
+# are counts, and a PER_TOKEN size is no secret: `recipes fit --json`'s kv_bytes_per_token), or
+# one of the lower-case names engines print their secrets under (vLLM's `api_key=`): a plain
+# "key:" in a log line (`key: store_based_barrier_key:32`) is no secret
+_NAME = (
+    r"(?:[A-Z0-9_]*(?:(?<!PER_)TOKEN(?!S)|KEY(?!S)|SECRET|PASSWORD|PASSWD|CREDENTIAL)(?:_[A-Z0-9_]*)?"
+    r"|(?:api|hf|access|auth|secret|client_secret|private)_(?:key|token)|password|passwd"
+    r"|secret|(?<!per_)token)"
+)
 # NAME=value, NAME: value, "NAME": "value" (a JSON or YAML text), -e NAME=value
 _ASSIGN = re.compile(
-    rf"""(?i)(?<![A-Za-z0-9_])({_NAME})(["']?\s*[=:]\s*["']?)(?!\$\{{)([^\s"',;}}\]]+)"""
+    rf"""(?<![A-Za-z0-9_])({_NAME})(["']?\s*[=:]\s*)"""
+    r"""(?:"(?!\$\{)[^"\n]*"|'(?!\$\{)[^'\n]*'|(?![\s"'$])[^\s"',;}\]]+)"""
 )
 _FLAG = re.compile(
     r"(?<![\w-])("
@@ -46,7 +54,7 @@ _marked: set[str] = set()  # variable names marked secret (cluster.yaml `secrets
 
 def secret_name(name: str) -> bool:
     """Whether an environment variable of this name holds a secret."""
-    upper = name.upper()
+    upper = name.upper().replace("PER_TOKEN", "")
     return name in _marked or any(w in upper for w in SECRET_WORDS)
 
 
@@ -105,7 +113,13 @@ def redact(text: str) -> str:
         text = rx.sub(lambda m: "${" + _known.get(m.group(), "SECRET") + "}", text)
     if "-" in text:
         text = _FLAG.sub(lambda m: f"{m.group(1)}{m.group(2)}${{{flag_name(m.group(1))}}}", text)
-    return _ASSIGN.sub(lambda m: f"{m.group(1)}{m.group(2)}${{{m.group(1)}}}", text)
+    return _ASSIGN.sub(_assignment, text)
+
+
+def _assignment(m: re.Match[str]) -> str:
+    value = m.group(0)[m.end(2) - m.start() :]
+    quote = value[0] if value[0] in "\"'" else ""
+    return f"{m.group(1)}{m.group(2)}{quote}${{{m.group(1)}}}{quote}"
 
 
 def redact_data(value: Any) -> Any:

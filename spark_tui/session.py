@@ -45,6 +45,7 @@ from spark_tui.recipes.revisions import RevisionStore
 from spark_tui.remedy.fixes import Confirm, FixPlan, FixResult, RunEnvironment, action_plan
 from spark_tui.remedy.journal import Journal, UnfinishedRun, unfinished
 from spark_tui.remedy.launch import AutoRelaunchGuard, RelaunchDecision, decide_after_crash
+from spark_tui.safefile import read_state_text, write_atomic
 from spark_tui.state import StateDir
 
 if TYPE_CHECKING:
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
     from spark_tui.monitor import ClusterMonitor
     from spark_tui.nodes.doctor import DoctorReport
     from spark_tui.recipes.fit import FitReport
+    from spark_tui.recipes.flagcheck import FlagReport
     from spark_tui.recipes.model import Recipe
 
 Listener = Callable[[Event], None]
@@ -286,6 +288,18 @@ class Session:
                 self._recipe = self.recipes().get(rid)
         return self._recipe
 
+    def set_aside_bad_recipe(self) -> str | None:
+        """Why the recipe named (cluster.yaml's, --recipe) cannot be used — unknown, or its
+        file does not load — or None. A front end that keeps running (the TUI) says so and
+        goes on without one: this session then has no recipe until one is chosen."""
+        try:
+            self.recipe()
+        except SparkTuiError as exc:
+            self._recipe_id = None
+            self.config = dataclasses.replace(self.config, recipe=None)
+            return str(exc)
+        return None
+
     def use_recipe(self, recipe: Recipe | str) -> Recipe:
         """Use another recipe (by id or as given) from now on; the monitor follows its logs."""
         r = self.recipes().get(recipe) if isinstance(recipe, str) else recipe
@@ -317,6 +331,20 @@ class Session:
                 return name, st
         return None
 
+    def serving_containers(self) -> dict[str, str]:
+        """node -> the serving container running there, as the monitor last saw it (for a
+        deployment spark-tui did not start: eugr's vllm_node, a sparkrun container, …)."""
+        from spark_tui.nodes.state import is_stack_container
+
+        out: dict[str, str] = {}
+        if self.monitor is None:
+            return out
+        for name, st in self.monitor.states().items():
+            running = [c for c in st.containers if c.state == "running" and is_stack_container(c)]
+            if running:
+                out[name] = running[0].name
+        return out
+
     def adopt_running(self) -> tuple[Recipe, str]:
         """The deployment running now as a recipe, derived from its engine's command line and
         its container (image, name): the recipe, and the file text to show before saving."""
@@ -326,7 +354,7 @@ class Session:
         from spark_tui.monitor import engine_container
         from spark_tui.nodes import commands
         from spark_tui.nodes.parsers.processes import parse_engine_output
-        from spark_tui.recipes.community import parse_community
+        from spark_tui.recipes.eugr import adopted_recipe
         from spark_tui.recipes.revisions import recipe_to_yaml
 
         found = self.running_engine()
@@ -352,14 +380,7 @@ class Session:
         words = engine_words(list(engine.args)) or list(engine.args)
         model = (engine.model or "model").rstrip("/").split("/")[-1].lower()
         rid = "adopted-" + "".join(ch if ch.isalnum() or ch in ".-" else "-" for ch in model)
-        data = {
-            "recipe_version": "1",
-            "name": f"adopted from what runs on {node}",
-            "model": engine.model,
-            "container": image or "unknown-image",
-            "command": shlex.join(words),
-        }
-        recipe = parse_community(data, f"{rid}.yaml")
+        recipe = adopted_recipe(words, engine.model, image, rid, node)
         recipe = dataclasses.replace(
             recipe,
             head_container=container or recipe.head_container,
@@ -446,6 +467,7 @@ class Session:
             self.transports,
             recipe=self.recipe,
             directory=self.state.evidence_dir,
+            containers=self.serving_containers,
         )
         self.monitor = ClusterMonitor(
             self.config,
@@ -561,6 +583,7 @@ class Session:
             seen=seen,
             wall=diagnosis.wall.id,
             recipes=self.recipes().recipes,
+            containers=self.serving_containers(),
         )
 
     def fix_lines(self, diagnosis: Diagnosis, fix: Fix) -> list[str]:
@@ -688,7 +711,61 @@ class Session:
         unreachable = {
             n: st.unavailable.get("node", "") for n, st in states.items() if not st.reachable
         }
-        return fit_nodes(recipe, self.config, states), unreachable
+        measured = None
+        head = self.config.head
+        if recipe.model.checkpoint_bytes is None and states.get(head.name, None) is not None:
+            from spark_tui.nodes.doctor import model_size, recipe_model_paths
+
+            paths = recipe_model_paths(recipe.model.path, recipe.volumes, self.config.models_dir)
+            if states[head.name].reachable and paths:
+                size, where = model_size(self.transports[head.name], head, paths)
+                if size:
+                    measured = (size, f"measured on {head.name}: {where}")
+        return fit_nodes(recipe, self.config, states, measured), unreachable
+
+    def check_flags(self, recipe: Recipe) -> FlagReport:
+        """Run the recipe image's own --help in a throw-away container on the node that
+        starts the serve command (nothing running is stopped) and report the flags its engine
+        does not know, with their new names where the knowledge base has them. Journaled."""
+        from spark_tui.nodes.transport import NodeUnreachable
+        from spark_tui.recipes import flagcheck
+
+        if len(self.config.nodes) < recipe.nodes:
+            raise InputError(
+                f"recipe {recipe.id!r} needs {recipe.nodes} nodes; the cluster "
+                f"({self.config.source}) has {len(self.config.nodes)}"
+            )
+        node, words = flagcheck.serve_words(recipe, self.config)
+        report = flagcheck.FlagReport(recipe.id, recipe.image or "", node, recipe.engine)
+        if not recipe.image:
+            report.error = "the recipe names no image (--set image=NAME)"
+            return report
+        policy.refuse_if_read_only(f"start a throw-away container of {recipe.image} on {node}")
+        command = flagcheck.help_command(recipe, recipe.image)
+        self.journal.append(event="started", action="check-flags", node=node, command=command)
+        try:
+            res = self.transports[node].run(command, timeout=600.0)
+        except NodeUnreachable as exc:
+            self.journal.append(event="finished", action="check-flags", node=node, ok=False)
+            report.error = f"{node} unreachable ({exc})"
+            return report
+        known, unknown, renamed = flagcheck.check_words(words, res.stdout, recipe.engine)
+        report.known, report.unknown, report.renamed = known, unknown, renamed
+        if not known:
+            report.error = (
+                f"the image printed no option list (exit {res.exit_code}"
+                + (f": {res.tail(1)}" if res.tail(1) else "")
+                + ")"
+            )
+        self.journal.append(
+            event="finished",
+            action="check-flags",
+            node=node,
+            exit=res.exit_code,
+            ok=report.ok,
+            unknown=unknown,
+        )
+        return report
 
     def status(self) -> list[NodeStatus]:
         """Every node now: reachable, containers up, Ray membership, serving phase, model.
@@ -811,7 +888,8 @@ class Session:
         ev = self.state.evidence_dir
         if ev.is_dir():
             for f in sorted(ev.glob("*/*.txt"))[-20:]:
-                data.evidence[f"{f.parent.name}/{f.name}"] = f.read_text(errors="replace")
+                with contextlib.suppress(OSError):  # a planted FIFO or symlink: left out
+                    data.evidence[f"{f.parent.name}/{f.name}"] = read_state_text(f)
         return build_report(data)
 
     def export_report(self, diagnoses: list[Diagnosis] | None = None) -> Path:
@@ -825,8 +903,8 @@ class Session:
             else self.state.reports_dir
         )
         out = reports / time.strftime("incident-%Y%m%d-%H%M%S.md")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(self.report(diagnoses), encoding="utf-8")
+        out.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        write_atomic(out, self.report(diagnoses))  # /tmp is shared: nothing planted followed
         return out
 
     def bringup(self) -> GuidedBringUp:

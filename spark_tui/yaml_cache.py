@@ -69,6 +69,10 @@ def _hmac_key() -> bytes | None:
     try:
         data = read_state(path, 64)
         if data is None:
+            from spark_tui import policy
+
+            if policy.read_only():  # --read-only writes nothing to the state directory
+                return None
             path.parent.mkdir(parents=True, exist_ok=True)
             new = os.urandom(32)
             fd = open_state(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)

@@ -203,7 +203,10 @@ def parse_yaml(text: str, file: str, last_key_wins: bool = False) -> Any:
         encoded = _encode(data)
     except _NotKept:
         return data
-    yaml_cache.put(key, encoded)
+    from spark_tui.redact import redact
+
+    if redact(text) == text:  # a text holding a secret (a recipe's HF_TOKEN) is not copied
+        yaml_cache.put(key, encoded)
     return data
 
 

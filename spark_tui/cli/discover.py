@@ -180,7 +180,7 @@ def _write(output, text: str):
     output.parent.mkdir(parents=True, exist_ok=True)
     if output.exists():
         output.rename(output.with_name(f"{output.name}.{stamp_now()}.bak"))
-    write_atomic(output, text, mode=0o644)  # a fresh temporary file: no planted symlink
+    write_atomic(output, text, mode=0o644, own=False)  # a fresh temporary file: no planted symlink
     return output
 
 

@@ -223,13 +223,13 @@ class Recipe:
     @property
     def served_name(self) -> str:
         name = self.serve.args.get("--served-model-name")
-        return str(name) if name not in (None, True) else self.model.path
+        return str(name) if name is not None and name is not True else self.model.path
 
     @property
     def tp(self) -> int | None:
         for flag in ("--tensor-parallel-size", "--tp-size", "--tp", "-tp"):
             value = self.serve.args.get(flag)
-            if value not in (None, True):
+            if value is not None and value is not True:  # 1 == True: not `in`
                 try:
                     return int(value)
                 except (TypeError, ValueError):
@@ -241,7 +241,7 @@ class Recipe:
         """Pipeline-parallel size (vLLM --pipeline-parallel-size, SGLang --pp-size)."""
         for flag in ("--pipeline-parallel-size", "--pp-size", "-pp"):
             value = self.serve.args.get(flag)
-            if value not in (None, True):
+            if value is not None and value is not True:  # 1 == True: not `in`
                 try:
                     return int(value)
                 except (TypeError, ValueError):

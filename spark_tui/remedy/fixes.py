@@ -140,15 +140,17 @@ def plan_fix(
     stamp: str | None = None,
     wall: str = "",
     recipes: Mapping[str, Recipe] | None = None,
+    containers: Mapping[str, str] | None = None,
 ) -> FixPlan:
     """Render each action for the real nodes. Patches chain: a relaunch after a
-    patch-recipe in the same fix launches the patched recipe."""
+    patch-recipe in the same fix launches the patched recipe. `containers`: node -> the
+    serving container running there (what evidence reads when no recipe is in use)."""
     stamp = stamp or stamp_now()
     current = recipe
     planned: list[PlannedAction] = []
     for i, action in enumerate(fix.actions):
         k = kind(action.type)
-        ctx = PlanContext(cluster, current, seen, stamp, fix.id, recipes)
+        ctx = PlanContext(cluster, current, seen, stamp, fix.id, recipes, containers)
         pa = k.plan(i, action, ctx)
         planned.append(pa)
         current = k.recipe_after(pa, ctx)

@@ -96,6 +96,8 @@ class PlanContext:
     stamp: str
     fix_id: str
     recipes: Mapping[str, Recipe] | None = None
+    # node -> the serving container running there (an attached deployment, no recipe)
+    containers: Mapping[str, str] | None = None
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from spark_tui.remedy.render import (
     evidence_command,
     node_values,
 )
+from spark_tui.safefile import write_atomic
 
 REBOOT_TIMEOUT_S = 900.0
 REBOOT_POLL_S = 10.0
@@ -234,7 +235,12 @@ class CollectEvidence(_PerNode):
     ) -> list[PlannedCommand]:
         items = action.params.get("items") or ()
         return [
-            PlannedCommand(node.name, evidence_command(item, ctx.recipe, ctx.stamp, node.role))
+            PlannedCommand(
+                node.name,
+                evidence_command(
+                    item, ctx.recipe, ctx.stamp, node.role, (ctx.containers or {}).get(node.name)
+                ),
+            )
             for item in items
         ]
 
@@ -247,7 +253,8 @@ class CollectEvidence(_PerNode):
                 text += f"\n({ctx.failure_text(res)})"
             _save_evidence(ctx, cmd, text)
             ctx.result.did(cmd.node, self.name)
-            ctx.emit(ActionProgress(self.name, cmd.node, cmd.command, "ok"))
+            ok = res is not None and res.ok  # saved either way; never shown as read when not
+            ctx.emit(ActionProgress(self.name, cmd.node, cmd.command, "ok" if ok else "failed"))
         return True
 
     def verify(self, planned: PlannedAction, ctx: RunContext) -> list[VerifyResult]:
@@ -259,7 +266,7 @@ def _save_evidence(ctx: RunContext, cmd: PlannedCommand, text: str) -> None:
     d = ctx.state.evidence_dir / ctx.run_id
     d.mkdir(parents=True, exist_ok=True)
     n = len(list(d.glob(f"{cmd.node}-*.txt")))
-    (d / f"{cmd.node}-{n:02d}.txt").write_text(f"$ {cmd.command}\n{text}", encoding="utf-8")
+    write_atomic(d / f"{cmd.node}-{n:02d}.txt", f"$ {cmd.command}\n{text}")
 
 
 KINDS: tuple[type[ActionKind], ...] = (RunCommand, Reboot, MoveAside, StopStack, CollectEvidence)
