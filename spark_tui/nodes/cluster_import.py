@@ -101,7 +101,7 @@ def read_eugr_env(text: str, file: str) -> ImportedCluster:
         raise InputError(f"ETH_IF {eth_if!r} is not an interface name", file, eth_line)
     mesh = eth_if in MESH_MANAGEMENT_IFS or "CONTAINER_NCCL_IB_SUBNET_AWARE_ROUTING" in values
     local = values.get("LOCAL_IP", ("", 0))[0]
-    ib_if, ib_line = values.get("IB_IF", ("", None))  # type: ignore[assignment]
+    ib_if, ib_line = values.get("IB_IF", ("", None))
     if ib_if and not _HCA.fullmatch(ib_if):
         raise InputError(f"IB_IF {ib_if!r} is not a list of RDMA device names", file, ib_line)
     for i, host in enumerate(hosts):

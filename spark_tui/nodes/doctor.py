@@ -342,7 +342,7 @@ def _host_kernel(n: NodeConfig, t: Transport, known: list[dict[str, object]]) ->
             continue
         if not (e.get("kernel") or e.get("driver")):
             continue
-        refs = [str(x) for x in e.get("references") or []]  # type: ignore[attr-defined]
+        refs = [str(x) for x in e.get("references") or []]  # type: ignore[attr-defined]  # the entry is a mapping read from YAML
         what = f"kernel {kernel}" + (f", driver {e['driver']}" if e.get("driver") else "")
         return Check(
             "host-kernel",
