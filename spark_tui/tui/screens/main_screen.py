@@ -125,9 +125,9 @@ class MainScreen(Screen):
         """Show one batch of monitor events (UI thread)."""
         try:
             pane = self.query_one(LogPane)
+            log = pane.view
         except NoMatches:
-            return  # the app is closing: its panes are already gone
-        log = pane.view
+            return  # the app is closing: its panes (or the log inside) are already gone
         for lines in batch.logs:
             log.add_lines(lines.node, lines.lines, lines.marks, lines.source)
         if batch.dropped_lines:
