@@ -207,7 +207,16 @@ class Journal:
 
 
 MAX_RECORD = 1 << 20  # one journal record (an output tail is a few KB)
-_TEXT_FIELDS = ("event", "run", "cmd", "fix", "node", "action", "command", "outcome")
+_TEXT_FIELDS: tuple[str, ...] = (
+    "event",
+    "run",
+    "cmd",
+    "fix",
+    "node",
+    "action",
+    "command",
+    "outcome",
+)
 _TEXT_FIELDS += ("output_tail", "message", "status", "wall", "risk", "reason", "recipe")
 
 
