@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from spark_tui.monitor import ClusterMonitor
     from spark_tui.nodes.doctor import DoctorReport
     from spark_tui.recipes.fit import FitReport
+    from spark_tui.recipes.flagcheck import FlagReport
     from spark_tui.recipes.model import Recipe
 
 Listener = Callable[[Event], None]
@@ -286,6 +287,18 @@ class Session:
             if rid is not None:
                 self._recipe = self.recipes().get(rid)
         return self._recipe
+
+    def set_aside_bad_recipe(self) -> str | None:
+        """Why the recipe named (cluster.yaml's, --recipe) cannot be used — unknown, or its
+        file does not load — or None. A front end that keeps running (the TUI) says so and
+        goes on without one: this session then has no recipe until one is chosen."""
+        try:
+            self.recipe()
+        except SparkTuiError as exc:
+            self._recipe_id = None
+            self.config = dataclasses.replace(self.config, recipe=None)
+            return str(exc)
+        return None
 
     def use_recipe(self, recipe: Recipe | str) -> Recipe:
         """Use another recipe (by id or as given) from now on; the monitor follows its logs."""
@@ -709,6 +722,50 @@ class Session:
                 if size:
                     measured = (size, f"measured on {head.name}: {where}")
         return fit_nodes(recipe, self.config, states, measured), unreachable
+
+    def check_flags(self, recipe: Recipe) -> FlagReport:
+        """Run the recipe image's own --help in a throw-away container on the node that
+        starts the serve command (nothing running is stopped) and report the flags its engine
+        does not know, with their new names where the knowledge base has them. Journaled."""
+        from spark_tui.nodes.transport import NodeUnreachable
+        from spark_tui.recipes import flagcheck
+
+        if len(self.config.nodes) < recipe.nodes:
+            raise InputError(
+                f"recipe {recipe.id!r} needs {recipe.nodes} nodes; the cluster "
+                f"({self.config.source}) has {len(self.config.nodes)}"
+            )
+        node, words = flagcheck.serve_words(recipe, self.config)
+        report = flagcheck.FlagReport(recipe.id, recipe.image or "", node, recipe.engine)
+        if not recipe.image:
+            report.error = "the recipe names no image (--set image=NAME)"
+            return report
+        policy.refuse_if_read_only(f"start a throw-away container of {recipe.image} on {node}")
+        command = flagcheck.help_command(recipe, recipe.image)
+        self.journal.append(event="started", action="check-flags", node=node, command=command)
+        try:
+            res = self.transports[node].run(command, timeout=600.0)
+        except NodeUnreachable as exc:
+            self.journal.append(event="finished", action="check-flags", node=node, ok=False)
+            report.error = f"{node} unreachable ({exc})"
+            return report
+        known, unknown, renamed = flagcheck.check_words(words, res.stdout, recipe.engine)
+        report.known, report.unknown, report.renamed = known, unknown, renamed
+        if not known:
+            report.error = (
+                f"the image printed no option list (exit {res.exit_code}"
+                + (f": {res.tail(1)}" if res.tail(1) else "")
+                + ")"
+            )
+        self.journal.append(
+            event="finished",
+            action="check-flags",
+            node=node,
+            exit=res.exit_code,
+            ok=report.ok,
+            unknown=unknown,
+        )
+        return report
 
     def status(self) -> list[NodeStatus]:
         """Every node now: reachable, containers up, Ray membership, serving phase, model.

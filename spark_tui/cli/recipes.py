@@ -1,5 +1,6 @@
 """`spark-tui recipes list | show ID | render ID [--profile NAME] [--set KEY=VALUE]...`
 | fit ID [--profile NAME] [--set KEY=VALUE]... [--json] [--config FILE]
+| check-flags ID [--profile NAME] [--set KEY=VALUE]... [--json] [--config FILE]
 | lint [PATH...] | import FILE|DIR... [--to DIR] [--force]`
 
 A recipe file that does not load is reported (file:line) and left out; the others load.
@@ -71,6 +72,30 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     fit.add_argument("--config", metavar="FILE", dest="sub_config", help="cluster.yaml")
     fit.add_argument("--json", action="store_true", help="one JSON object (docs/json.md)")
+    cf = rs.add_parser(
+        "check-flags",
+        help="run the image's own --help on a node: flags its engine does not know, renamed ones",
+        description=(
+            "Before a launch: start a throw-away container of the recipe's image on the node "
+            "that starts the serve command (nothing running is stopped), read its engine's "
+            "--help and report every flag of the rendered serve command it does not know, with "
+            "the new name where a flag was renamed. Exit 1 when a flag is unknown or the check "
+            "could not run. Reads ./cluster.yaml, ~/.config/spark-tui/cluster.yaml or --config "
+            "FILE; with none, the built-in simulated cluster."
+        ),
+    )
+    cf.add_argument("id")
+    cf.add_argument("--profile", metavar="NAME")
+    cf.add_argument(
+        "--set",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        dest="sets",
+        help="override for this check, e.g. image=NAME",
+    )
+    cf.add_argument("--config", metavar="FILE", dest="render_config", help="cluster.yaml")
+    cf.add_argument("--json", action="store_true", help="one JSON object")
     lint = rs.add_parser(
         "lint",
         help="check recipe files (file:line errors; exit 2 when one does not load)",
@@ -137,6 +162,8 @@ def run(args: argparse.Namespace) -> int:
         return _show(recipe, args.json)
     if args.recipes_command == "fit":
         return _fit(recipe, args)
+    if args.recipes_command == "check-flags":
+        return _check_flags(recipe, args)
     from spark_tui.recipes.clusters import find_cluster
     from spark_tui.recipes.render import render_plan
 
@@ -279,6 +306,23 @@ def _fit(recipe, args: argparse.Namespace) -> int:
     for n, why in unreachable.items():
         print(f"{n}: unreachable ({why})", file=sys.stderr)
     return 1 if unreachable else 0
+
+
+def _check_flags(recipe, args: argparse.Namespace) -> int:
+    """The image's own --help on one node against the recipe's serve flags."""
+    from spark_tui.recipes.overrides import apply_sets
+    from spark_tui.session import open_cluster
+
+    r = apply_sets(recipe.with_profile(args.profile), args.sets)
+    config = getattr(args, "render_config", None) or getattr(args, "config", None)
+    with open_cluster(config, sim_nodes=r.nodes) as session:
+        report = session.check_flags(r)
+    if args.json:
+        json.dump(report.to_json(), sys.stdout)
+        print()
+    else:
+        print("\n".join(report.lines()))
+    return 0 if report.ok else 1
 
 
 def _report_errors(errors) -> None:

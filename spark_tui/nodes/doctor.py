@@ -13,6 +13,7 @@ only through spark_tui.shell (quoted).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -199,6 +200,7 @@ def run_doctor(
         add(_leftovers(n, s))
         add(_ports(n, s, ports or _ports_wanted(recipe_facts)))
         add(_sudo(n, transports[n.name], kb))
+        add(_host_kernel(n, transports[n.name], known_host_breakage()))
     add(_fabric_mtu(states))
     for n in cluster.workers:
         add(_fabric_ping(head, head_up, head_t, n, states[n.name]))
@@ -310,6 +312,54 @@ def _run(t: Transport, command: str, timeout: float = 20.0):
         return t.run(command, timeout=timeout)
     except NodeUnreachable:
         return None
+
+
+HOST_KERNELS = "host-kernels.yaml"  # in the knowledge base's data/ directory
+_RELEASE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+~-]{0,63}")
+
+
+def known_host_breakage() -> list[dict[str, object]]:
+    """The knowledge base's host kernels and drivers known to break NCCL over RoCE."""
+    from spark_tui import paths
+    from spark_tui.yamlfile import load_yaml
+
+    data = load_yaml(paths.builtin_knowledge_dir() / "data" / HOST_KERNELS)
+    return [e for e in data or [] if isinstance(e, dict)]
+
+
+def _host_kernel(n: NodeConfig, t: Transport, known: list[dict[str, object]]) -> Check:
+    """The node's kernel release and GPU driver against the known NCCL-over-RoCE breakers."""
+    r = _run(t, f"{commands.VERSIONS['kernel']}; {commands.VERSIONS['driver']}")
+    words = r.stdout.split() if r is not None else []
+    kernel = words[0] if words and _RELEASE.fullmatch(words[0]) else ""
+    driver = words[1] if len(words) > 1 and _RELEASE.fullmatch(words[1]) else ""
+    if not kernel:
+        return Check("host-kernel", n.name, SKIP, "uname -r gave no kernel release")
+    for e in known:
+        if e.get("kernel") and str(e["kernel"]) != kernel:
+            continue
+        if e.get("driver") and str(e["driver"]) != driver:
+            continue
+        if not (e.get("kernel") or e.get("driver")):
+            continue
+        refs = [str(x) for x in e.get("references") or []]  # type: ignore[attr-defined]
+        what = f"kernel {kernel}" + (f", driver {e['driver']}" if e.get("driver") else "")
+        return Check(
+            "host-kernel",
+            n.name,
+            FAIL,
+            f"{what} breaks NCCL over RoCE ({e.get('breaks')}); {e.get('fix')}"
+            + (f" (works: {e['works']})" if e.get("works") else "")
+            + (f" — {refs[0]}" if refs else ""),
+        )
+    return Check(
+        "host-kernel",
+        n.name,
+        PASS,
+        f"kernel {kernel}"
+        + (f", driver {driver}" if driver else "")
+        + ": none known to break NCCL over RoCE",
+    )
 
 
 def _ssh_from_head(head: NodeConfig, head_up: bool, head_t: Transport, n: NodeConfig) -> Check:

@@ -112,6 +112,8 @@ def _run(sub: str, args: list[str], ctx: Ctx, stdin: str) -> Out:
     node.containers[name] = c
     c.start(now)
     detached = any(f in flags for f in ("-d", "--detach", "-itd", "-dit"))
+    if c.auto_remove and not c.running:  # --rm: a container whose process ended is removed
+        node.containers.pop(name, None)
     if not detached:
         return Out(c.exit_code, c.log.text(world.clock.now()))
     return Out(0, c.id + "\n")
