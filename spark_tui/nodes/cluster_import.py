@@ -198,9 +198,9 @@ def read_sparkrun_cluster(data: LDict, file: str) -> ImportedCluster:
                 line_of(data, "cache_dir"),
             )
         out.models_dir = cache.strip()
-    name = data.get("name")
-    if name:
-        out.notes.append(f"sparkrun cluster {name!r}")
+    cluster_name = data.get("name")
+    if cluster_name:
+        out.notes.append(f"sparkrun cluster {cluster_name!r}")
     if data.get("topology"):
         out.notes.append(f"sparkrun topology: {data['topology']} (CX7 cabling)")
     for key in ("transfer_mode", "transfer_interface"):
