@@ -289,6 +289,18 @@ class Session:
                 self._recipe = self.recipes().get(rid)
         return self._recipe
 
+    def set_aside_bad_recipe(self) -> str | None:
+        """Why the recipe named (cluster.yaml's, --recipe) cannot be used — unknown, or its
+        file does not load — or None. A front end that keeps running (the TUI) says so and
+        goes on without one: this session then has no recipe until one is chosen."""
+        try:
+            self.recipe()
+        except SparkTuiError as exc:
+            self._recipe_id = None
+            self.config = dataclasses.replace(self.config, recipe=None)
+            return str(exc)
+        return None
+
     def use_recipe(self, recipe: Recipe | str) -> Recipe:
         """Use another recipe (by id or as given) from now on; the monitor follows its logs."""
         r = self.recipes().get(recipe) if isinstance(recipe, str) else recipe

@@ -250,9 +250,7 @@ def test_the_recipes_that_served_in_their_seeds_fit(rid, fraction):
         assert all(n.object_store_bytes == 2147483648 for n in report.nodes)
 
 
-EUGR_GLM = (
-    __import__("pathlib").Path(__file__).parent / "data/eugr-358bf26/recipes/glm-4.7-flash-awq.yaml"
-)
+EUGR_GLM = Path(__file__).parent / "data/eugr-358bf26/recipes/glm-4.7-flash-awq.yaml"
 
 
 def test_weights_of_unknown_size_make_the_verdict_unknown_never_fits(capsys) -> None:

@@ -164,3 +164,22 @@ def test_watch_idles_after_a_crash_wall() -> None:
     finally:
         proc.kill()
         proc.wait(timeout=30)
+
+
+def test_a_fifo_ssh_config_or_known_hosts_does_not_hang_discover(tmp_path: Path) -> None:
+    import threading
+
+    from spark_tui.nodes.discover import known_hosts_hosts, ssh_config_hosts
+
+    got: list[object] = []
+    for name, read in (("config", ssh_config_hosts), ("known_hosts", known_hosts_hosts)):
+        fifo = tmp_path / name
+        os.mkfifo(fifo)
+        th = threading.Thread(target=lambda r=read, f=fifo: got.append(r(f)), daemon=True)
+        th.start()
+        th.join(10)
+        assert not th.is_alive(), f"discover waits on a FIFO {name}"
+    assert got == [[], []]
+    real = tmp_path / "real_config"
+    real.write_text("Host spark1 spark2\n  HostName 10.0.0.1\nHost *.lab\n")
+    assert [c.host for c in ssh_config_hosts(real)] == ["spark1", "spark2"]

@@ -64,7 +64,7 @@ def test_a_symlinked_lock_is_refused_and_its_target_untouched(victim: Path) -> N
     with pytest.raises(JournalUnwritable) as info:
         FixLock(state.lock_path).acquire("a fix")
     assert str(info.value) == (
-        f"cannot open the lock {state.lock_path}: {state.lock_path} is a symbolic link: "
+        f"cannot open the lock: {state.lock_path} is a symbolic link: "
         "refused (remove it); nothing was run"
     )
     assert victim.read_text() == SECRET

@@ -107,12 +107,24 @@ class Probe:
 # ------------------------------------------------------------------ candidates
 
 
+MAX_SSH_FILE = 4 << 20  # an ssh_config or known_hosts of a few thousand hosts
+
+
+def _lines_of(path: Path) -> list[str]:
+    """The lines of an ssh_config or known_hosts (none when it is missing, not a regular
+    file, or larger than MAX_SSH_FILE: a FIFO there must not hang discover)."""
+    from spark_tui.safefile import read_capped
+
+    try:
+        return read_capped(path, MAX_SSH_FILE).decode("utf-8", "replace").splitlines()
+    except (OSError, ValueError):
+        return []
+
+
 def ssh_config_hosts(path: Path) -> list[Candidate]:
     """Host aliases of an ssh_config (patterns with *, ? or ! are not hosts)."""
-    if not path.is_file():
-        return []
     out: list[Candidate] = []
-    for line in path.read_text(errors="replace").splitlines():
+    for line in _lines_of(path):
         words = line.strip().split()
         if len(words) < 2 or words[0].lower() != "host":
             continue
@@ -124,10 +136,8 @@ def ssh_config_hosts(path: Path) -> list[Candidate]:
 
 def known_hosts_hosts(path: Path) -> list[Candidate]:
     """Hosts of a known_hosts file; hashed entries (|1|…) cannot be read back and are skipped."""
-    if not path.is_file():
-        return []
     out: list[Candidate] = []
-    for line in path.read_text(errors="replace").splitlines():
+    for line in _lines_of(path):
         line = line.strip()
         if not line or line.startswith(("#", "|", "@")):
             continue

@@ -86,6 +86,7 @@ class MainScreen(Screen):
         self._memory: dict[str, object] = {"fixed": False, "launched": False}
         self._serving: float | None = None
         self._story_stop = threading.Event()
+        self.problem: str | None = None  # what is wrong with cluster.yaml's recipe
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -103,6 +104,10 @@ class MainScreen(Screen):
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
+        # a recipe that cannot be used (unknown, its file does not load) is said here, in
+        # the status line and the detail panel; the app runs on without one
+        self.problem = self.session.set_aside_bad_recipe()
+        self.query_one(DiagnosisDetail).problem = self.problem
         self.query_one(StatusLine).read_only = self.session.read_only
         n = len(self.session.config.nodes)
         self.query_one("#nodes", Grid).add_class(f"-cols-{min(3, max(1, n))}")
@@ -215,6 +220,8 @@ class MainScreen(Screen):
             **self._memory,  # type: ignore[arg-type]
         )
         now, key = next_step(s)
+        if self.problem and s.running is None and wall is None:
+            now, key = f"{self.problem}: running without a recipe", key
         status = self.query_one(StatusLine)
         status.now, status.next_key = now, key
         if s.running is not None:
@@ -226,7 +233,7 @@ class MainScreen(Screen):
         elif wall is not None:
             status.tone = wall.severity
         else:
-            status.tone = "error" if s.last_failed else ""
+            status.tone = "error" if s.last_failed or self.problem else ""
         status.recipe = self.session.recipe_label()
 
     def set_last_action(self, text: str, ok: bool | None) -> None:

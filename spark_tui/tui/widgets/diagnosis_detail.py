@@ -24,6 +24,7 @@ class DiagnosisDetail(VerticalScroll):
     diagnosis: reactive[Diagnosis | None] = reactive(None, always_update=True)
     fix_index: reactive[int] = reactive(0)
     compact: reactive[bool] = reactive(False)  # little room: only the marked fix's commands
+    problem: reactive[str | None] = reactive(None)  # what is wrong with the cluster's recipe
 
     def __init__(self, render_fix: FixRenderer, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -69,6 +70,9 @@ class DiagnosisDetail(VerticalScroll):
     def watch_fix_index(self) -> None:
         self._redraw()
 
+    def watch_problem(self) -> None:
+        self._redraw()
+
     def watch_compact(self) -> None:
         self._redraw()
 
@@ -81,6 +85,15 @@ class DiagnosisDetail(VerticalScroll):
         """Title, where and when; the cause the readings chose; the fixes with their exact
         commands (the marked one first in view); the evidence; then what the wall is."""
         d = self.diagnosis
+        if d is None and self.problem:
+            out = Text("The recipe cannot be used\n", style="bold red")
+            out.append(f"{self.problem}\n")
+            out.append(
+                "spark-tui watches the nodes without one. Fix cluster.yaml's `recipe:` (see "
+                "spark-tui recipes list, spark-tui recipes lint), then start it again.",
+                style="dim",
+            )
+            return out
         if d is None:
             return Text("No wall selected: the walls seen are listed above.", style="dim")
         wall = d.wall
