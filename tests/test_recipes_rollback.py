@@ -34,7 +34,7 @@ def test_a_served_launch_is_recorded_and_rolled_back_to_on_the_simulated_cluster
             set_args={"--max-model-len": 4096},
         )  # fmt: skip
         session.use_recipe(good.id)
-        current, target, diff = session.rollback_preview()
+        current, _served, diff = session.rollback_preview()
         assert current.image == "vllm-node:nightly-broken"
         assert f"-image: vllm-node:nightly-broken\n+image: {good.image}" in diff
         assert "--max-model-len" in diff
@@ -48,10 +48,12 @@ def test_a_served_launch_is_recorded_and_rolled_back_to_on_the_simulated_cluster
         assert records[0]["image"] == good.image
 
 
-def test_never_served_is_one_clear_line(tmp_path) -> None:
-    with open_cluster(scenario="healthy", speed=SPEED) as session:
-        with pytest.raises(InputError, match="never served here"):
-            session.rollback_preview()
+def test_never_served_is_one_clear_line() -> None:
+    with (
+        open_cluster(scenario="healthy", speed=SPEED) as session,
+        pytest.raises(InputError, match="never served here"),
+    ):
+        session.rollback_preview()
 
 
 def test_a_torn_served_record_is_skipped(tmp_path) -> None:
@@ -65,3 +67,24 @@ def test_a_torn_served_record_is_skipped(tmp_path) -> None:
     path.write_text(path.read_text() + '{"time": 1, "recipe": "id: [\n')
     s = last_served(store, r.id)
     assert s is not None and s.image == "other:1" and s.tok_s == 41.0
+
+
+def test_the_cli_previews_asks_and_rolls_back(capsys: pytest.CaptureFixture[str]) -> None:
+    from spark_tui.entry import main
+    from spark_tui.recipes.loader import load_recipes
+    from spark_tui.state import StateDir
+
+    store = RevisionStore(StateDir.real().revisions_dir)
+    r = load_recipes(use_user=False).get("qwen3.6-35b-a3b-fp8-vllm")
+    mark_served(store, replace(r, image="vllm-node:known-good"), 52.5)
+    assert main(["recipes", "rollback", r.id]) == 1  # not a terminal, no --yes: nothing
+    out, err = capsys.readouterr()
+    assert "last served at" in out and "image vllm-node:known-good, 52.5 tok/s" in out
+    assert "+image: vllm-node:known-good" in out and "pass --yes" in err
+    assert store.current(r.id) is None
+    assert main(["recipes", "rollback", r.id, "--yes"]) == 0
+    out = capsys.readouterr().out
+    assert "now at revision 1" in out
+    assert store.current(r.id).image == "vllm-node:known-good"
+    assert main(["recipes", "rollback", r.id, "--yes"]) == 0  # already there
+    assert "nothing to do" in capsys.readouterr().out
