@@ -157,6 +157,11 @@ EOF
   chmod 700 "$d/home/.ssh"
   rm -rf "$d/home/models/$MODEL"
   cp -a "$CACHE/model/$MODEL" "$d/home/models/$MODEL"
+  { # every node knows every node's name, as a cluster's /etc/hosts does
+    echo "127.0.0.1 localhost"
+    local j
+    for ((j = 1; j <= count; j++)); do echo "$NET.$j spark$j"; done
+  } >"$d/etc/hosts"
   cat >"$d/etc/sshd_config" <<EOF
 Port 22
 ListenAddress $NET.$i
@@ -184,6 +189,7 @@ mount -t tmpfs -o mode=755 tmpfs /run
 mkdir -p /run/sshd /run/lock
 mount -t tmpfs -o mode=1777 tmpfs /tmp
 mount --bind $d/home /root
+mount --bind $d/etc/hosts /etc/hosts
 mkdir -p /var/lib/docker
 mount --bind $d/docker /var/lib/docker
 # /sys of this network namespace (its own /sys/class/net), keeping the cgroup hierarchy
