@@ -19,6 +19,8 @@ thin callers: none builds transports, monitors or journals itself. No Textual he
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -30,6 +32,7 @@ from spark_tui.errors import InputError, SparkTuiError
 from spark_tui.events import ActionProgress, DiagnosisRaised, DiagnosisResolved, Event
 from spark_tui.kb.diagnosis import Diagnosis
 from spark_tui.kb.loader import KnowledgeBase
+from spark_tui.kb.matcher import Matcher
 from spark_tui.kb.schema import Fix
 from spark_tui.nodes.cluster import ClusterConfig
 from spark_tui.nodes.state import NodeState
@@ -48,7 +51,9 @@ if TYPE_CHECKING:
     from spark_tui.monitor import ClusterMonitor
     from spark_tui.nodes.doctor import DoctorReport
     from spark_tui.recipes.fit import FitReport
+    from spark_tui.recipes.flagcheck import FlagReport
     from spark_tui.recipes.model import Recipe
+    from spark_tui.recipes.revisions import Served
 
 Listener = Callable[[Event], None]
 Applied = Callable[[FixPlan, FixResult], None]
@@ -137,19 +142,16 @@ class Session:
         or ~/.config/spark-tui/cluster.yaml; with none, `no_config` says what to do:
         "simulate" (the simulated cluster, saying so), "refuse" (InputError), or "offline"
         (no nodes, the real state: a report of the journal). `recipe` names the recipe to use
-        instead of cluster.yaml's; `read_only` refuses every change from here on; `demo_flag`:
-        whether the command accepts --demo (a refusal names only flags it accepts)."""
+        instead of cluster.yaml's; `read_only` refuses every change from here on."""
         from spark_tui.kb.loader import load_knowledge
 
         if read_only:
             policy.set_read_only(True)
         kb = load_knowledge()
         if scenario is None:
-            from spark_tui.nodes.config import find_cluster_config, load_cluster
+            from spark_tui.nodes.config import cluster_config_path, load_cluster
 
-            if config is not None and not Path(config).exists():
-                raise InputError("no such cluster file", str(config))
-            path = Path(config) if config is not None else find_cluster_config()
+            path = cluster_config_path(config)
             if path is not None:
                 from spark_tui.nodes.transports import open_transports
 
@@ -264,6 +266,18 @@ class Session:
                 self._recipe = self.recipes().get(rid)
         return self._recipe
 
+    def set_aside_bad_recipe(self) -> str | None:
+        """Why the recipe named (cluster.yaml's, --recipe) cannot be used — unknown, or its
+        file does not load — or None. A front end that keeps running (the TUI) says so and
+        goes on without one: this session then has no recipe until one is chosen."""
+        try:
+            self.recipe()
+        except SparkTuiError as exc:
+            self._recipe_id = None
+            self.config = dataclasses.replace(self.config, recipe=None)
+            return str(exc)
+        return None
+
     def use_recipe(self, recipe: Recipe | str) -> Recipe:
         """Use another recipe (by id or as given) from now on; the monitor follows its logs."""
         r = self.recipes().get(recipe) if isinstance(recipe, str) else recipe
@@ -283,6 +297,20 @@ class Session:
     def running_engine(self) -> tuple[str, Any] | None:
         """(node, its NodeState) of the serving engine running now, whoever started it."""
         return self.adoption.running_engine()
+
+    def serving_containers(self) -> dict[str, str]:
+        """node -> the serving container running there, as the monitor last saw it (for a
+        deployment spark-tui did not start: eugr's vllm_node, a sparkrun container, …)."""
+        from spark_tui.nodes.state import is_stack_container
+
+        out: dict[str, str] = {}
+        if self.monitor is None:
+            return out
+        for name, st in self.monitor.states().items():
+            running = [c for c in st.containers if c.state == "running" and is_stack_container(c)]
+            if running:
+                out[name] = running[0].name
+        return out
 
     def adopt_running(self) -> tuple[Recipe, str]:
         """The deployment running now as a recipe, and the file text to show before saving."""
@@ -308,6 +336,48 @@ class Session:
         back = self.revisions.undo(r.id)
         self.journal.append(event="recipe-undo", recipe=r.id, revision=back.revision)
         return self.use_recipe(back)
+
+    def rollback_preview(self, recipe_id: str | None = None) -> tuple[Recipe, Served, str]:
+        """(the recipe in use, the launch that last served, the diff a rollback applies) for
+        the recipe in use or `recipe_id`; InputError when none of its launches served."""
+        from spark_tui.recipes.revisions import last_served, unified_diff
+
+        r = self.recipes().get(recipe_id) if recipe_id else self.recipe()
+        if r is None:
+            raise InputError("no recipe in use: name one to roll back")
+        current = self.revisions.current(r.id) or r
+        served = last_served(self.revisions, r.id)
+        if served is None:
+            raise InputError(
+                f"recipe {r.id!r} never served here (no launch's smoke request answered): "
+                "nothing to roll back to"
+            )
+        return current, served, unified_diff(current, served.recipe, r.id)
+
+    def rollback(self, recipe_id: str | None = None) -> Recipe:
+        """Back to the image and recipe revision that last served, as a new revision (every
+        revision stays on disk); journaled before and after. Takes effect at the next launch."""
+        from spark_tui.recipes import revisions
+
+        current, served, diff = self.rollback_preview(recipe_id)
+        policy.refuse_if_read_only(f"roll back recipe {current.id}")
+        self.journal.append(
+            event="started",
+            action="recipe-rollback",
+            recipe=current.id,
+            revision=current.revision,
+            to_revision=served.revision,
+            image=served.image,
+        )
+        after = revisions.rollback(self.revisions, current, served) if diff else current
+        self.journal.append(
+            event="finished",
+            action="recipe-rollback",
+            recipe=current.id,
+            revision=after.revision,
+            ok=True,
+        )
+        return self.use_recipe(after)
 
     # ---- the live monitor ----------------------------------------------------------------
     def subscribe(self, listener: Listener) -> None:
@@ -340,6 +410,7 @@ class Session:
             self.transports,
             recipe=self.recipe,
             directory=self.state.evidence_dir,
+            containers=self.serving_containers,
         )
         self.monitor = ClusterMonitor(
             self.config,
@@ -348,6 +419,7 @@ class Session:
             self.clock,
             self._evidence,
             recipe_facts=self.recipe_facts,
+            matcher=self.matcher,
             period_s=period_s or max(MIN_PERIOD_S, REAL_PERIOD_S * self.clock.rate),
         )
         self._evidence.readings = self.monitor
@@ -422,6 +494,12 @@ class Session:
                 return f"{d.wall.id}{where}: {d.evidence[:200]}"
         return None
 
+    @functools.cached_property
+    def matcher(self) -> Matcher:
+        """The session's one matcher, of its knowledge base: the monitor, a launch's
+        fatal-wall check and a report's triage all use it."""
+        return Matcher(self.kb)
+
     # ---- actions ---------------------------------------------------------------------------
     def environment(self) -> RunEnvironment:
         return RunEnvironment(
@@ -432,6 +510,7 @@ class Session:
             self.clock,
             hooks=self,
             stop=self.closing,
+            matcher=self.matcher,
         )
 
     def plan_fix(self, diagnosis: Diagnosis, fix: Fix) -> FixPlan:
@@ -447,6 +526,7 @@ class Session:
             seen=seen,
             wall=diagnosis.wall.id,
             recipes=self.recipes().recipes,
+            containers=self.serving_containers(),
         )
 
     def fix_lines(self, diagnosis: Diagnosis, fix: Fix) -> list[str]:
@@ -579,7 +659,61 @@ class Session:
         unreachable = {
             n: st.unavailable.get("node", "") for n, st in states.items() if not st.reachable
         }
-        return fit_nodes(recipe, self.config, states), unreachable
+        measured = None
+        head = self.config.head
+        if recipe.model.checkpoint_bytes is None and states.get(head.name, None) is not None:
+            from spark_tui.nodes.doctor import model_size, recipe_model_paths
+
+            paths = recipe_model_paths(recipe.model.path, recipe.volumes, self.config.models_dir)
+            if states[head.name].reachable and paths:
+                size, where = model_size(self.transports[head.name], head, paths)
+                if size:
+                    measured = (size, f"measured on {head.name}: {where}")
+        return fit_nodes(recipe, self.config, states, measured), unreachable
+
+    def check_flags(self, recipe: Recipe) -> FlagReport:
+        """Run the recipe image's own --help in a throw-away container on the node that
+        starts the serve command (nothing running is stopped) and report the flags its engine
+        does not know, with their new names where the knowledge base has them. Journaled."""
+        from spark_tui.nodes.transport import NodeUnreachable
+        from spark_tui.recipes import flagcheck
+
+        if len(self.config.nodes) < recipe.nodes:
+            raise InputError(
+                f"recipe {recipe.id!r} needs {recipe.nodes} nodes; the cluster "
+                f"({self.config.source}) has {len(self.config.nodes)}"
+            )
+        node, words = flagcheck.serve_words(recipe, self.config)
+        report = flagcheck.FlagReport(recipe.id, recipe.image or "", node, recipe.engine)
+        if not recipe.image:
+            report.error = "the recipe names no image (--set image=NAME)"
+            return report
+        policy.refuse_if_read_only(f"start a throw-away container of {recipe.image} on {node}")
+        command = flagcheck.help_command(recipe, recipe.image)
+        self.journal.append(event="started", action="check-flags", node=node, command=command)
+        try:
+            res = self.transports[node].run(command, timeout=600.0)
+        except NodeUnreachable as exc:
+            self.journal.append(event="finished", action="check-flags", node=node, ok=False)
+            report.error = f"{node} unreachable ({exc})"
+            return report
+        known, unknown, renamed = flagcheck.check_words(words, res.stdout, recipe.engine)
+        report.known, report.unknown, report.renamed = known, unknown, renamed
+        if not known:
+            report.error = (
+                f"the image printed no option list (exit {res.exit_code}"
+                + (f": {res.tail(1)}" if res.tail(1) else "")
+                + ")"
+            )
+        self.journal.append(
+            event="finished",
+            action="check-flags",
+            node=node,
+            exit=res.exit_code,
+            ok=report.ok,
+            unknown=unknown,
+        )
+        return report
 
     def status(self) -> list[NodeStatus]:
         """Every node now: reachable, containers, Ray, serving phase, model (StatusReader)."""

@@ -45,7 +45,7 @@ class Adoption:
         from spark_tui.monitor import engine_container
         from spark_tui.nodes import commands
         from spark_tui.nodes.parsers.processes import parse_engine_output
-        from spark_tui.recipes.community import parse_community
+        from spark_tui.recipes.eugr import adopted_recipe
         from spark_tui.recipes.revisions import recipe_to_yaml
 
         found = self.running_engine()
@@ -61,19 +61,17 @@ class Adoption:
         res = self.session.transports[node].run(
             shell.fill(commands.ENGINE_OUTPUT, {"pid": engine.pid}), timeout=15.0
         )
-        container = engine_container(parse_engine_output(res.stdout), state)
+        out = parse_engine_output(res.stdout)
+        if not out.real_engine:
+            raise InputError(
+                f"{node}: pid {engine.pid} names an engine but runs {out.exe}: nothing to adopt"
+            )
+        container = engine_container(out, state)
         image = next((c.image for c in state.containers if c.name == container), None)
         words = engine_words(list(engine.args)) or list(engine.args)
         model = (engine.model or "model").rstrip("/").split("/")[-1].lower()
         rid = "adopted-" + "".join(ch if ch.isalnum() or ch in ".-" else "-" for ch in model)
-        data = {
-            "recipe_version": "1",
-            "name": f"adopted from what runs on {node}",
-            "model": engine.model,
-            "container": image or "unknown-image",
-            "command": shlex.join(words),
-        }
-        recipe = parse_community(data, f"{rid}.yaml")
+        recipe = adopted_recipe(words, engine.model, image, rid, node)
         recipe = dataclasses.replace(
             recipe,
             head_container=container or recipe.head_container,
@@ -85,7 +83,7 @@ class Adoption:
         where = f"container {container} ({image})" if container else "no container"
         head = [
             f"# Adopted by spark-tui from the engine running on {node} (pid {engine.pid}, {where}):",
-            f"#   {shlex.join(engine.args)[:300]}",
+            f"#   {shlex.join(engine.args)}",  # whole: the operator confirms what runs
             f"# status: untested; edit it as you would any recipe ({paths.doc('recipes.md')}).",
         ]
         head += [f"#   not mapped: {u}".replace("\n", " ") for u in recipe.unmapped]

@@ -3,9 +3,12 @@ session (its composition root)."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from spark_tui.safefile import read_state_text, write_atomic
 
 if TYPE_CHECKING:
     from spark_tui.kb.diagnosis import Diagnosis
@@ -37,7 +40,8 @@ class Reports:
         ev = self.session.state.evidence_dir
         if ev.is_dir():
             for f in sorted(ev.glob("*/*.txt"))[-20:]:
-                data.evidence[f"{f.parent.name}/{f.name}"] = f.read_text(errors="replace")
+                with contextlib.suppress(OSError):  # a planted FIFO or symlink: left out
+                    data.evidence[f"{f.parent.name}/{f.name}"] = read_state_text(f)
         return build_report(data)
 
     def export_report(self, diagnoses: list[Diagnosis] | None = None) -> Path:
@@ -51,6 +55,6 @@ class Reports:
             else self.session.state.reports_dir
         )
         out = reports / time.strftime("incident-%Y%m%d-%H%M%S.md")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(self.report(diagnoses), encoding="utf-8")
+        out.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        write_atomic(out, self.report(diagnoses))  # /tmp is shared: nothing planted followed
         return out

@@ -8,11 +8,12 @@ import os
 import stat
 from pathlib import Path
 
-from spark_tui.driver import decide_after_crash
+from spark_tui.driver import decide_after_crash, unattended_fix
 from spark_tui.entry import main
 from spark_tui.events import DiagnosisRaised
 from spark_tui.kb.diagnosis import DiagnosisBook
 from spark_tui.kb.loader import load_knowledge
+from spark_tui.kb.source import Source
 from spark_tui.nodes.cluster import ClusterConfig, NodeConfig
 from spark_tui.nodes.local import LocalTransport
 from spark_tui.nodes.rules import RuleEngine
@@ -130,6 +131,8 @@ def test_stall_evidence_first_dumps_and_readings_of_the_last_minutes(tmp_path: P
         shim_transports(tmp_path),
         readings=Readings(),
         directory=tmp_path / "evidence",
+        # no recipe: the serving containers the session found running (an attached deployment)
+        containers=lambda: {"spark1": "vllm_node", "spark2": "vllm_node"},
     )
     auto(event)
     auto.wait()
@@ -172,8 +175,11 @@ def crash(wall_id: str, line: str, node: str = "spark1", t: float = 10.0):
     from spark_tui.kb.matcher import Matcher
 
     stream = Matcher(KB).stream()
-    for hit in stream.feed_line(f"{node}:serve", line):
-        book.add(hit.wall, f"{node}:serve", hit.line_no, hit.evidence, node=node, now=t)
+    for text in line.split("\n"):
+        for hit in stream.feed_line(f"{node}:serve", text):
+            book.add(
+                hit.wall, Source.log(node, "serve"), hit.line_no, hit.evidence, node=node, now=t
+            )
     return [d for d in book.by_first_line() if d.wall.id == wall_id]
 
 
@@ -181,7 +187,10 @@ def test_after_a_crash_one_relaunch_per_diagnosis_and_never_twice_on_the_same_wa
     tmp_path: Path,
 ) -> None:
     guard = AutoRelaunchGuard(tmp_path / "guard.json")
-    line = "self._semlock = _multiprocessing.SemLock._rebuild(*state)"  # mp-cross-node-semlock
+    line = (  # mp-cross-node-semlock: a vLLM worker that could not rebuild the head's semaphore
+        "self._semlock = _multiprocessing.SemLock._rebuild(*state)\n"
+        "Exception: WorkerProc initialization failed"
+    )
     first = decide_after_crash(crash("mp-cross-node-semlock", line, t=10), guard, 10)
     assert first.relaunch and first.wall == "mp-cross-node-semlock"
     assert first.fix == "use-ray-executor"
@@ -202,8 +211,10 @@ def test_no_diagnosis_no_relaunch(tmp_path: Path) -> None:
 def test_a_wall_whose_fixes_do_not_relaunch_is_asked_for(tmp_path: Path) -> None:
     line = "safetensors_rust.SafetensorError: Error while deserializing header: MetadataIncompleteBuffer"
     diags = crash("safetensors-corrupt-shard", line)
-    # its first fix fetches the checkpoint again (run): no relaunch by itself; the fix that
-    # relaunches only patches the load format (the recipe's revisions can undo it)
-    assert diags[0].fixes()[0] == "refetch-checkpoint"
+    # its first fix repairs the files on the nodes and cannot be undone: not taken with nobody
+    # asked; the fix that relaunches only patches the load format (revisions can undo it)
+    first = diags[0].wall.fix(diags[0].fixes()[0])
+    assert first is not None and first.id != "plain-safetensors-loader"
+    assert not unattended_fix(first)
     d = decide_after_crash(diags, AutoRelaunchGuard(tmp_path / "g.json"), 0)
     assert d.relaunch and d.fix == "plain-safetensors-loader"

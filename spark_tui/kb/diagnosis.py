@@ -15,6 +15,7 @@ from spark_tui.kb.schema import (
     Wall,
     severity_for,
 )
+from spark_tui.kb.source import LOG, Source
 
 if TYPE_CHECKING:
     from spark_tui.kb.matcher import Hit
@@ -30,13 +31,16 @@ def confirming_conditions(
     return [r.when for r in wall.rules if r.scope in ("node", "cluster")]
 
 
-def source_kind(source: str) -> str:
-    """What a diagnosis was seen in: "readings" (a node's), "recipe" (its checks) or "log"."""
-    if source.endswith(":readings"):
+def source_kind(source: object) -> str:
+    """What a diagnosis was seen in: "readings" (a node's), "recipe" (its checks) or "log"
+    (a typed Source's kind; a plain text source read by its form)."""
+    kind = getattr(source, "kind", None)
+    if isinstance(kind, str):
+        return kind
+    text = str(source)
+    if text.endswith(":readings"):
         return "readings"
-    if source.startswith("recipe:"):
-        return "recipe"
-    return "log"
+    return "recipe" if text.startswith("recipe:") else "log"
 
 
 @dataclass
@@ -44,7 +48,7 @@ class Diagnosis:
     """One wall seen in one source (a log file, a node's stream, a node's readings)."""
 
     wall: Wall
-    source: str
+    source: Source
     line: int  # first line of evidence (0 for reading rules)
     evidence: str
     count: int = 1
@@ -151,14 +155,14 @@ class DiagnosisBook:
     MAX_EVIDENCE_LINES = 20
 
     def __init__(self) -> None:
-        self._by_key: dict[tuple[str, str], Diagnosis] = {}
-        self._last_line: dict[tuple[str, str], int] = {}
-        self._source_order: dict[str, int] = {}
+        self._by_key: dict[tuple[str, Source], Diagnosis] = {}
+        self._last_line: dict[tuple[str, Source], int] = {}
+        self._source_order: dict[Source, int] = {}
 
     def add(
         self,
         wall: Wall,
-        source: str,
+        source: Source,
         line: int,
         evidence: str,
         *,
@@ -237,13 +241,14 @@ class DiagnosisBook:
         node: str | None = None,
         now: float = 0.0,
         facts_by_node: dict[str, dict[str, object]] | None = None,
-        source: str | None = None,
+        source: Source | None = None,
     ) -> tuple[Diagnosis, bool]:
-        """Record a matcher hit, with its confidence and its evidence lines."""
+        """Record a matcher hit, with its confidence and its evidence lines; `source`
+        defaults to the file the matcher read (a log triaged offline)."""
         sig = hit.signature
         return self.add(
             hit.wall,
-            source or hit.source,
+            source or Source(LOG, None, hit.source),
             hit.line_no,
             hit.evidence,
             node=node,
@@ -296,7 +301,7 @@ class DiagnosisBook:
             self._by_key.values(), key=lambda d: (-d.last_seen, SEVERITY_RANK[d.severity])
         )
 
-    def get(self, wall_id: str, source: str) -> Diagnosis | None:
+    def get(self, wall_id: str, source: Source) -> Diagnosis | None:
         return self._by_key.get((wall_id, source))
 
     def __len__(self) -> int:

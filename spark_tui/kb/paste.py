@@ -43,9 +43,13 @@ _RECORD = re.compile(
     rb"|(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL|NOTICE)\b"
     rb"|[IWEF]\d{4} \d\d:"
     rb"|Traceback \(most recent call last\)|File \""
-    rb"|[A-Za-z_][\w.]*(?:Error|Exception|Warning|Interrupt|Exit)(?::|\(|\s*$)"
     rb"|During handling of the above exception|The above exception was the direct cause"
 )
+# an exception line ("ValueError: …"); after a long line cut inside a word ("…torch.distributed.Di"
+# then "stStoreError: …"), the same shape is the rest of that word, which a terminal wrapped
+# (a real exception line starts with a capital or a dotted module path: "ValueError", "torch.…")
+_WORD_REST = re.compile(rb"[a-z][A-Za-z0-9_]*(?:Error|Exception|Warning|Interrupt|Exit)(?::|\()")
+_EXCEPTION = re.compile(rb"[A-Za-z_][\w.]*(?:Error|Exception|Warning|Interrupt|Exit)(?::|\(|\s*$)")
 # a prefix repeated on every line of one record: a logger's "(raylet) ", "[rank0]: ",
 # `docker compose logs`' "vllm-1  | ", `kubectl logs --prefix`'s "[pod/NAME/CONTAINER] ",
 # or a markdown quote's "> "
@@ -74,6 +78,10 @@ def continues(prev: bytes, line: bytes, tail: bool = False) -> bytes | None:
     if m and prev.startswith(m.group(0)):  # the same logger prefix on both lines
         line = line[m.end() :]
     if _RECORD.match(line):
+        return None
+    if _EXCEPTION.match(line) and not (
+        len(prev) >= MIN_WRAP_COLS and prev[-1:].isalnum() and _WORD_REST.match(line)
+    ):
         return None
     return line
 

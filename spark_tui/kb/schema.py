@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from spark_tui.action_schemas import SCHEMAS
 from spark_tui.kb.conditions import Condition
 
 Severity = Literal["error", "warning", "info"]
@@ -40,17 +41,8 @@ def severity_for(severity: str, confidence: str) -> str:
     return {"error": "warning", "warning": "info"}.get(severity, severity)
 
 
-# Action types, their fields and what they do: the registry of spark_tui.remedy.actions.
-EVIDENCE_ITEMS: tuple[str, ...] = (
-    "log-tail",
-    "py-spy",
-    "readings",
-    "kernel-log-previous-boot",
-    "pstore",
-    "nvidia-bug-report",
-    "nccl-libraries",
-)
-PATCH_TARGETS: tuple[str, ...] = ("serve", "ray", "docker")
+# Action types, their fields and what they do: spark_tui.action_schemas (the floor under
+# the knowledge base and the remedy's registry, spark_tui.remedy.actions).
 
 
 @dataclass(frozen=True)
@@ -107,10 +99,8 @@ class Action:
         """Where it runs: the action's `on`, else its kind's default."""
         if "on" in self.params:
             return str(self.params["on"])
-        from spark_tui.remedy.actions import REGISTRY
-
-        kind = REGISTRY.get(self.type)
-        return kind.default_target if kind is not None else "seen"
+        schema = SCHEMAS.get(self.type)
+        return schema.default_target if schema is not None else "seen"
 
 
 @dataclass(frozen=True)

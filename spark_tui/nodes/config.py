@@ -23,7 +23,8 @@ from spark_tui.nodes.cluster import (
 )
 from spark_tui.yamlfile import LDict, is_file, line_of, load_yaml
 
-CLUSTER_FIELDS = ("recipe", "models_dir", "nodes")
+CLUSTER_FIELDS = ("recipe", "models_dir", "secrets", "nodes")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 NODE_FIELDS = (
     "name",
     "host",
@@ -56,6 +57,16 @@ def find_cluster_config(cwd: Path | None = None) -> Path | None:
         if is_file(candidate):
             return candidate
     return None
+
+
+def cluster_config_path(config: str | Path | None) -> Path | None:
+    """The one rule every command follows: the file named (--config; it must exist), else
+    ./cluster.yaml, else ~/.config/spark-tui/cluster.yaml, else None."""
+    if config is not None and str(config):
+        if not Path(config).exists():
+            raise InputError("no such cluster file", str(config))
+        return Path(config)
+    return find_cluster_config()
 
 
 def load_cluster(path: Path | None = None) -> ClusterConfig:
@@ -105,6 +116,13 @@ def parse_cluster(data: Any, file: str) -> ClusterConfig:
             "models_dir",
         )
         models_dir = DEFAULT_MODELS_DIR
+    # environment variables whose values are secrets whatever their names (a recipe's, ours)
+    secrets = data.get("secrets", [])
+    if not isinstance(secrets, list) or not all(
+        isinstance(s, str) and _ENV_NAME.fullmatch(s) for s in secrets
+    ):
+        err("'secrets' must list environment variable names (MY_VAR, …)", data, "secrets")
+        secrets = []
     raw_nodes = data.get("nodes")
     if not isinstance(raw_nodes, list) or not raw_nodes:
         err("'nodes' must list at least one node (name, host, role)", data, "nodes")
@@ -144,6 +162,9 @@ def parse_cluster(data: Any, file: str) -> ClusterConfig:
     if errors:
         raise InputErrors(errors)
     ref = RecipeRef(recipe.strip(), file, line_of(data, "recipe")) if recipe else None
+    from spark_tui import redact
+
+    redact.mark_secret(secrets)
     return ClusterConfig(
         nodes=tuple(nodes), recipe=ref, source=file, models_dir=_trim_dir(models_dir)
     )
@@ -260,11 +281,11 @@ def _node(raw: LDict, index: int, count: int, err) -> NodeConfig | None:
     return NodeConfig(
         name=name,
         host=host,
-        role=role,  # type: ignore[arg-type]
+        role=role,  # type: ignore[arg-type]  # head or worker, checked above
         logs=logs or (),
         user=user,
         port=port,
         fabric_if=fabric_if,
-        fabric_ip=fabric_ip,  # type: ignore[arg-type]
+        fabric_ip=fabric_ip,
         fabric_hca=fabric_hca,
     )

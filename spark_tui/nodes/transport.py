@@ -68,6 +68,63 @@ class Reachability:
     retrying: bool = False
 
 
+MAX_LINE = 1 << 20  # bytes of one line kept; the rest is counted, not held
+
+
+class LineSplitter:
+    """Bytes as they arrive, cut into lines: a newline is searched for only in the new
+    bytes (never the pending ones again), and a line longer than MAX_LINE keeps its first
+    MAX_LINE bytes and says how many more it had. So a 100 MB line without a newline
+    takes linear time and 1 MiB of memory."""
+
+    def __init__(self, max_line: int = MAX_LINE) -> None:
+        self.max_line = max_line
+        self._parts: list[bytes] = []
+        self._held = 0
+        self._cut = 0
+
+    def feed(self, data: bytes) -> list[str]:
+        """The lines `data` completes (without their newline or a trailing \\r)."""
+        out: list[str] = []
+        start = 0
+        while True:
+            nl = data.find(b"\n", start)
+            if nl < 0:
+                break
+            self._hold(data[start:nl])
+            out.append(self._line())
+            start = nl + 1
+        if start < len(data):
+            self._hold(data[start:] if start else data)
+        return out
+
+    def flush(self) -> str | None:
+        """The last line when the output ended without a newline (None: nothing pending)."""
+        if not self._parts and not self._cut:
+            return None
+        return self._line()
+
+    def _hold(self, chunk: bytes) -> None:
+        room = self.max_line - self._held
+        if room >= len(chunk):
+            self._parts.append(chunk)
+            self._held += len(chunk)
+            return
+        if room > 0:
+            self._parts.append(chunk[:room])
+            self._held += room
+        self._cut += len(chunk) - max(room, 0)
+
+    def _line(self) -> str:
+        raw = b"".join(self._parts)
+        cut = self._cut
+        self._parts, self._held, self._cut = [], 0, 0
+        text = raw.decode("utf-8", errors="replace")
+        if cut:
+            return f"{text} [line cut: {cut} more bytes]"
+        return text[:-1] if text.endswith("\r") else text
+
+
 class LineStream(abc.ABC):
     """Output of a long-running command (dmon, a log tail), line by line."""
 

@@ -105,7 +105,9 @@ def launch_command(data: dict, solo: bool, ray: bool) -> str:
     command = str(data["command"]).format(**params).rstrip()
     if command.endswith("\\"):
         command = command.rstrip("\\\n").rstrip()
-    return strip_backend(command) if solo or not ray else ensure_ray(command)
+    command = strip_backend(command) if solo or not ray else ensure_ray(command)
+    # launch-cluster.sh drops a backslash left at the end (the stripped flag's line was last)
+    return re.sub(r"\s*\\\s*$", "", command)
 
 
 def parallelism(words: list[str]) -> int:
@@ -404,3 +406,32 @@ def parse_eugr(data: Any, file: str) -> Recipe:
         unmapped=tuple(notes),
         mods=tuple(mods),
     )
+
+
+def adopted_recipe(
+    words: list[str], model: str | None, image: str | None, rid: str, node: str
+) -> Recipe:
+    """A running engine's command line (`recipes adopt`) read as an eugr recipe would be, with
+    the executor it runs under kept: `--distributed-executor-backend ray` stays a Ray launch,
+    a no-Ray one (`--nnodes …`, eugr's default) stays no-Ray; the per-node flags it was
+    started with are written per node again."""
+    import shlex
+    from dataclasses import replace
+
+    data = {
+        "recipe_version": "1",
+        "name": f"adopted from what runs on {node}",
+        "model": model,
+        "container": image or "unknown-image",
+        "command": shlex.join(words),
+    }
+    recipe = parse_eugr(data, f"{rid}.yaml")
+    backend = ""
+    for i, w in enumerate(words):
+        name, eq, value = w.partition("=")
+        if name == "--distributed-executor-backend":
+            backend = value if eq else (words[i + 1] if i + 1 < len(words) else "")
+    if backend == "ray" and recipe.executor != "ray" and "ray" in recipe.profiles:
+        others = {k: p for k, p in recipe.profiles.items() if k != "ray"}
+        recipe = replace(recipe.with_profile("ray"), profile=None, profiles=others)
+    return recipe

@@ -14,16 +14,14 @@ from typing import Any
 
 from spark_tui.engine_command import ParsedCommand, command_words, parse_command
 from spark_tui.errors import InputError, InputErrors
+from spark_tui.recipes import sparkrun_keys
 from spark_tui.recipes.community import (
-    EUGR,
-    EUGR_URL,
     NODE_FLAGS,
     READY_LINES,
     SPARKRUN,
     SPARKRUN_INIT_PORT,
     _line,
     fill_placeholders,
-    flavour,
 )
 from spark_tui.recipes.model import (
     ModelSpec,
@@ -34,59 +32,20 @@ from spark_tui.recipes.model import (
     Unmapped,
 )
 
-# sparkrun's runtimes/_vllm_common.py VLLM_FLAG_MAP and runtimes/sglang.py _SGLANG_FLAG_MAP:
-# the flags a command without a template gets from `defaults`
-VLLM_FLAG_MAP = {
-    "port": "--port",
-    "host": "--host",
-    "tensor_parallel": "--tensor-parallel-size",
-    "pipeline_parallel": "--pipeline-parallel-size",
-    "gpu_memory_utilization": "--gpu-memory-utilization",
-    "max_model_len": "--max-model-len",
-    "max_num_batched_tokens": "--max-num-batched-tokens",
-    "max_num_seqs": "--max-num-seqs",
-    "served_model_name": "--served-model-name",
-    "dtype": "--dtype",
-    "quantization": "--quantization",
-    "enforce_eager": "--enforce-eager",
-    "enable_prefix_caching": "--enable-prefix-caching",
-    "trust_remote_code": "--trust-remote-code",
-    "distributed_executor_backend": "--distributed-executor-backend",
-    "data_parallel": "--data-parallel-size",
-    "kv_cache_dtype": "--kv-cache-dtype",
-    "otlp_traces_endpoint": "--otlp-traces-endpoint",
-    "api_key": "--api-key",
-}
-VLLM_BOOL_KEYS = {"enforce_eager", "enable_prefix_caching", "trust_remote_code"}
-SGLANG_FLAG_MAP = {
-    "port": "--port",
-    "host": "--host",
-    "tensor_parallel": "--tp-size",
-    "pipeline_parallel": "--pp-size",
-    "gpu_memory_utilization": "--mem-fraction-static",
-    "max_model_len": "--context-length",
-    "max_num_seqs": "--max-running-requests",
-    "served_model_name": "--served-model-name",
-    "dtype": "--dtype",
-    "quantization": "--quantization",
-    "trust_remote_code": "--trust-remote-code",
-    "chunked_prefill": "--chunked-prefill-size",
-    "kv_cache_dtype": "--kv-cache-dtype",
-    "tokenizer_path": "--tokenizer-path",
-    "speculative_draft_model_path": "--speculative-draft-model-path",
-    "api_key": "--api-key",
-}
-SGLANG_BOOL_KEYS = {"trust_remote_code", "enable_torch_compile", "disable_radix_cache"}
+# sparkrun's recipe-key maps, switches and always-set env: sparkrun_keys (from sparkrun itself)
+VLLM_FLAG_MAP = sparkrun_keys.flag_map("vllm")
+SGLANG_FLAG_MAP = sparkrun_keys.flag_map("sglang")
 
 
 def parse_sparkrun(data: Any, file: str) -> Recipe:
-    """An eugr or sparkrun recipe as a spark-tui Recipe (status untested); its id is the
-    file name. Raises InputErrors for what makes it unusable, every error with its line."""
+    """A sparkrun recipe as a spark-tui Recipe (status untested); its id is the file name.
+    Raises InputErrors for what makes it unusable, every error with its line. (eugr's files
+    are read by spark_tui.recipes.eugr, as eugr's own launcher reads them.)"""
     from pathlib import Path
 
     from spark_tui.recipes.loader import ENV_NAME, ID, IMAGE
 
-    kind = flavour(data)
+    kind = SPARKRUN
     errors: list[InputError] = []
     notes: list[Unmapped] = []
 
@@ -102,7 +61,7 @@ def parse_sparkrun(data: Any, file: str) -> Recipe:
             f"the file name {rid!r} is the recipe's id: use lower-case letters, digits, "
             "'.', '_' and '-' (rename the file)"
         )
-    launcher = "eugr/spark-vllm-docker" if kind == EUGR else "sparkrun"
+    launcher = "sparkrun"
     defaults = data.get("defaults") or {}
     if not isinstance(defaults, dict):
         err("defaults must be a mapping", "defaults")
@@ -130,7 +89,7 @@ def parse_sparkrun(data: Any, file: str) -> Recipe:
     parsed = ParsedCommand()
     cmd_line = _line(data, "command")
     if command_text:
-        filled, missing = fill_placeholders(command_text, values, format_escapes=kind == EUGR)
+        filled, missing = fill_placeholders(command_text, values, format_escapes=False)
         if missing:
             err(
                 "command: no value for "
@@ -157,24 +116,19 @@ def parse_sparkrun(data: Any, file: str) -> Recipe:
         if not model_id:
             err("a recipe without a command needs a model", "model" if "model" in data else None)
         parsed.engine = engine
-        flag_map = SGLANG_FLAG_MAP if engine == "sglang" else VLLM_FLAG_MAP
-        bools = SGLANG_BOOL_KEYS if engine == "sglang" else VLLM_BOOL_KEYS
         parsed.model = model_id
-        for key, value in defaults.items():
-            if key == "distributed_executor_backend" and engine == "vllm":
-                continue  # decides the executor below
-            if key not in flag_map:
+        if engine == "sglang":
+            parsed.prefix = ["sglang", "serve"]
+        known = sparkrun_keys.all_keys(engine) | {"distributed_executor_backend"}
+        for key in defaults:
+            if key not in known:
                 unmapped(
                     f"defaults.{key}",
-                    "sparkrun passes no flag for it without a command template; left out",
+                    f"sparkrun {sparkrun_keys.version()} passes no flag for it without a "
+                    "command template; left out",
                     _line(defaults, key),
                 )
-                continue
-            if key in bools:
-                if value in (True, "true", "True", 1, "1", "yes"):
-                    parsed.args[flag_map[key]] = True
-            elif value is not None:
-                parsed.args[flag_map[key]] = value
+        parsed.args.update(sparkrun_keys.defaults_flags(engine, defaults))
     if errors:
         raise InputErrors(errors)
 
@@ -227,8 +181,8 @@ def parse_sparkrun(data: Any, file: str) -> Recipe:
                 "--distributed-executor-backend ray on one node: left out (as eugr's --solo does)",
                 cmd_line,
             )
-    elif backend == "ray" or runtime in ("vllm-ray", "eugr-vllm") or kind == EUGR:
-        executor = "ray"  # eugr's launch-cluster.sh runs every multi-node recipe on Ray
+    elif backend == "ray" or runtime in ("vllm-ray", "eugr-vllm"):
+        executor = "ray"
         args["--distributed-executor-backend"] = "ray"
     else:
         executor = "mp"  # sparkrun's vllm-distributed: vLLM's own multi-node launch
@@ -256,6 +210,9 @@ def parse_sparkrun(data: Any, file: str) -> Recipe:
     served = defaults.get("served_model_name")
     if served and "--served-model-name" not in args and command_text:
         args["--served-model-name"] = served  # sparkrun appends it when the template has none
+    elif engine == "vllm" and kind == SPARKRUN and "--served-model-name" not in args:
+        # sparkrun's vLLM runtimes always name the served model: the recipe's model id
+        args["--served-model-name"] = served or model_id
 
     # ---- environment --------------------------------------------------------------
     env_raw = data.get("env") or {}
@@ -277,6 +234,15 @@ def parse_sparkrun(data: Any, file: str) -> Recipe:
         if isinstance(value, (dict, list)) or value is None:
             raise InputErrors([InputError(f"env.{name} must be text or a number", file, line or 1)])
         text = ("true" if value else "false") if isinstance(value, bool) else str(value)
+        if kind == SPARKRUN and "{" in text:
+            text, no_value = sparkrun_keys.render_env_template(text, values)
+            for field in no_value:
+                unmapped(
+                    f"env.{name}",
+                    f"{{{field}}} has no spark-tui equivalent (or no value in defaults); "
+                    "left as written",
+                    line,
+                )
         if "$" in text and kind == SPARKRUN:
             unmapped(
                 f"env.{name}",
@@ -285,11 +251,8 @@ def parse_sparkrun(data: Any, file: str) -> Recipe:
             )
         env[name] = text
     serve_env: dict[str, str] = {}
-    docker_env: dict[str, str] = {}
-    if kind == EUGR:
-        serve_env = env  # run-recipe.py exports them before the command, in the head container
-    else:
-        docker_env = env  # sparkrun: the container's environment on every node
+    # sparkrun: its always-set env, then the recipe's, in every container
+    docker_env: dict[str, str] = {**sparkrun_keys.always_env(engine, nodes), **env}
     ray = RaySpec()
     fabric = {
         "NCCL_SOCKET_IFNAME": "{node.fabric_if}",
@@ -324,12 +287,16 @@ def parse_sparkrun(data: Any, file: str) -> Recipe:
                 )
             ]
         )
-    if kind == EUGR and image and "/" not in image:
-        image_note = (
-            f"{image} is built locally by eugr/spark-vllm-docker's build-and-copy.sh"
-            + (f" ({' '.join(map(str, data['build_args']))})" if data.get("build_args") else "")
-            + f", {EUGR_URL}; build it on every node, or --set image=NAME"
+    if kind == SPARKRUN and image:
+        build_args = data.get("build_args") or []
+        pulled = sparkrun_keys.pulled_image(
+            image,
+            str(data.get("builder") or ""),
+            [str(a) for a in build_args] if isinstance(build_args, list) else [],
         )
+        if pulled != image:
+            image_note = f"sparkrun's eugr builder runs {pulled} for {image}"
+            image = pulled
     docker_args: dict[str, Any] = {"--privileged": True}  # both launchers run privileged
     execfg = data.get("executor_config") or {}
     if isinstance(execfg, dict):
@@ -405,7 +372,7 @@ def parse_sparkrun(data: Any, file: str) -> Recipe:
             ("head_dim", "head_dim"),
         ):
             if as_int(meta.get(src)) is not None:
-                cfg[dst] = as_int(meta.get(src))  # type: ignore[assignment]
+                cfg[dst] = as_int(meta.get(src))  # type: ignore[assignment]  # not None: checked on the line above
     description = str(
         data.get("description") or (meta.get("description") if isinstance(meta, dict) else "") or ""
     )

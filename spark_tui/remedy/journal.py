@@ -30,12 +30,20 @@ from pathlib import Path
 from typing import Any
 
 from spark_tui.errors import SparkTuiError
+from spark_tui.redact import redact_data
 from spark_tui.safefile import UnsafeFile, check_fd, open_state
 
 # how a command ended, besides its exit code
 CONNECTION_LOST = "connection lost"
 TIMED_OUT = "timed out"
 INTERRUPTED = "interrupted"
+
+
+def _why(path: Path, exc: OSError) -> str:
+    """` PATH: why` for an ordinary failure; `: why` for a refused file (it names itself)."""
+    if isinstance(exc, UnsafeFile):
+        return f": {exc}"
+    return f" {path}: {exc.strerror or exc}"
 
 
 class JournalUnwritable(SparkTuiError):
@@ -59,11 +67,13 @@ class Journal:
         record = {"time": time.time(), **entry}
         if self.simulated:
             record["simulated"] = True
-        data = (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode("utf-8")
+        # secrets (a recipe's HF_TOKEN in a command, an output tail) only as ${NAME}
+        text = json.dumps(redact_data(record), ensure_ascii=False, default=str)
+        data = (text + "\n").encode("utf-8")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = open_state(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-        except (OSError, UnsafeFile) as exc:
+        except OSError as exc:  # UnsafeFile included
             raise self._unwritable(exc) from None
         try:
             written = 0
@@ -82,10 +92,9 @@ class Journal:
             os.close(fd)
         return record
 
-    def _unwritable(self, exc: OSError | UnsafeFile) -> JournalUnwritable:
-        why = (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
+    def _unwritable(self, exc: OSError) -> JournalUnwritable:
         return JournalUnwritable(
-            f"cannot write the journal {self.path}: {why}; nothing was run "
+            f"cannot write the journal{_why(self.path, exc)}; nothing was run "
             "(free space or fix the permissions of the state directory)"
         )
 
@@ -143,7 +152,7 @@ class Journal:
                 lost = isinstance(exc, NodeUnreachable)
                 rec.finish(
                     None,
-                    f"{exc.reason}" if lost else type(exc).__name__,  # type: ignore[attr-defined]
+                    f"{exc.reason}" if lost else type(exc).__name__,  # type: ignore[attr-defined]  # a NodeUnreachable when lost: it has .reason
                     outcome=CONNECTION_LOST if lost else INTERRUPTED,
                 )
             raise
@@ -163,9 +172,8 @@ class Journal:
             fd = open_state(self.path)
         except FileNotFoundError:
             return
-        except (OSError, UnsafeFile) as exc:
-            why = (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
-            raise JournalUnwritable(f"cannot read the journal {self.path}: {why}") from None
+        except OSError as exc:  # UnsafeFile included
+            raise JournalUnwritable(f"cannot read the journal{_why(self.path, exc)}") from None
         with os.fdopen(fd, "rb") as fh:
             check_fd(fh.fileno(), self.path)
             number = 0
@@ -199,7 +207,16 @@ class Journal:
 
 
 MAX_RECORD = 1 << 20  # one journal record (an output tail is a few KB)
-_TEXT_FIELDS = ("event", "run", "cmd", "fix", "node", "action", "command", "outcome")
+_TEXT_FIELDS: tuple[str, ...] = (
+    "event",
+    "run",
+    "cmd",
+    "fix",
+    "node",
+    "action",
+    "command",
+    "outcome",
+)
 _TEXT_FIELDS += ("output_tail", "message", "status", "wall", "risk", "reason", "recipe")
 
 
@@ -387,10 +404,9 @@ class FixLock:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = open_state(self.path, os.O_RDWR | os.O_CREAT)
-        except (OSError, UnsafeFile) as exc:
-            why = (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
+        except OSError as exc:  # UnsafeFile included
             raise JournalUnwritable(
-                f"cannot open the lock {self.path}: {why}; nothing was run"
+                f"cannot open the lock{_why(self.path, exc)}; nothing was run"
             ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -13,9 +13,11 @@ from typing import Any
 
 from spark_tui.kb.diagnosis import Diagnosis
 from spark_tui.kb.loader import KnowledgeBase
+from spark_tui.kb.source import Source
 from spark_tui.nodes.cluster import ClusterConfig
 from spark_tui.recipes.model import Recipe
 from spark_tui.recipes.revisions import Revision
+from spark_tui.redact import redact
 from spark_tui.remedy.journal import command_running
 
 JOURNAL_TAIL = 200
@@ -44,7 +46,7 @@ def recipe_checks(kb: KnowledgeBase, recipe: Recipe) -> list[Diagnosis]:
         for rule in wall.rules:
             if rule.scope == "recipe" and rule.when and all(c.holds(facts) for c in rule.when):
                 evidence = f"recipe {recipe.id}: " + " and ".join(str(c) for c in rule.when)
-                out.append(Diagnosis(wall, f"recipe:{recipe.id}", 0, evidence))
+                out.append(Diagnosis(wall, Source.recipe(), 0, evidence))
                 break
     return out
 
@@ -143,7 +145,8 @@ def build_report(d: ReportData) -> str:
             out.append("")
             out.append("</details>")
             out.append("")
-    return "\n".join(out).rstrip("\n") + "\n"
+    # made to be pasted in public: secrets only as ${NAME}
+    return redact("\n".join(out).rstrip("\n") + "\n")
 
 
 _EVENT_TEXT = {
