@@ -314,7 +314,14 @@ class Driver:
         or warning with a fix that changes something and neither relaunches nor replaces
         the recipe (the launch comes next anyway); a log wall's destructive fix is never
         taken for an old line."""
-        for d in sorted(self._active(("error", "warning")), key=rank):
+        active = self._active(("error", "warning"))
+        seen = {(d.wall.id, d.node) for d in active}
+        predicted = [  # what the doctor's readings predict, its durations not waited for
+            d
+            for d in (self.report.predicted if self.report is not None else [])
+            if (d.wall.id, d.node) not in seen and d.severity in ("error", "warning")
+        ]
+        for d in sorted(active + predicted, key=rank):
             if d.wall.id in self.tried:
                 continue
             fix = self.fix_for(d)

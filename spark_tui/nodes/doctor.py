@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from spark_tui import shell
 from spark_tui.clock import Clock
+from spark_tui.kb.diagnosis import Diagnosis
 from spark_tui.kb.loader import parse_wall
 from spark_tui.kb.schema import Wall
 from spark_tui.nodes import commands
@@ -101,6 +102,9 @@ class DoctorReport:
     cluster: ClusterConfig
     states: dict[str, NodeState]
     checks: list[Check] = field(default_factory=list)
+    # the walls its readings predict a launch would hit (durations not waited for): the
+    # driver fixes them before the launch
+    predicted: list[Diagnosis] = field(default_factory=list)
 
     @property
     def reachable(self) -> list[str]:
@@ -218,7 +222,7 @@ def run_doctor(
     paths = list(model_paths)
     if paths:  # the places one model may be: found in any of them
         add(_model_files(paths, nodes, states, transports))
-    report.checks.extend(_wall_checks(kb, states, clock.now(), recipe_facts))
+    report.checks.extend(_wall_checks(kb, states, clock.now(), recipe_facts, report.predicted))
     if fit_recipe is not None:
         wanted = getattr(fit_recipe, "nodes", 1)
         if wanted > len(nodes):
@@ -268,11 +272,14 @@ def _wall_checks(
     states: Mapping[str, NodeState],
     now: float,
     recipe_facts: Mapping[str, object] | None,
+    predicted: list[Diagnosis] | None = None,
 ) -> list[Check]:
     walls = preflight_walls(kb)
     engine = RuleEngine(walls)
     firings = engine.evaluate_states(states, now, recipe_facts, ignore_durations=True)
     fired = {(f.diagnosis.wall.id, f.subject): f.diagnosis for f in firings}
+    if predicted is not None:
+        predicted.extend(fired.values())
     reachable = {name: s.facts() for name, s in states.items() if s.reachable}
     cluster_f = cluster_facts(states)
     recipe = dict(recipe_facts or {})
