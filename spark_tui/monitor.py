@@ -181,7 +181,7 @@ class ClusterMonitor:
             streams = list(self._streams.values())
         for s in streams:
             with contextlib.suppress(Exception):
-                s.close()  # type: ignore[attr-defined]
+                s.close()  # type: ignore[attr-defined]  # a stream object of the transport; every kind has close()
         if close_transports:
             for t in self.transports.values():
                 with contextlib.suppress(Exception):
@@ -617,7 +617,7 @@ class ClusterMonitor:
         if port is None:
             port = 30000 if recipe.get("recipe.engine") == "sglang" else 8000
         try:
-            port = int(float(port))  # type: ignore[arg-type]
+            port = int(float(port))
         except (TypeError, ValueError):
             port = 8000
         return {commands.METRICS_SECTION: shell.fill(commands.METRICS, {"port": port})}

@@ -161,7 +161,7 @@ class RedactingStream(io.TextIOBase):
         return self.inner.fileno()
 
     @property
-    def encoding(self) -> str:  # type: ignore[override]
+    def encoding(self) -> str:  # type: ignore[override]  # TextIO's attribute, read here from the wrapped stream
         return getattr(self.inner, "encoding", "utf-8")
 
     def writable(self) -> bool:

@@ -204,3 +204,32 @@ def test_a_log_walls_cause_may_hold_on_another_node() -> None:
         facts_by_node={"spark1": healthy, "spark2": healthy},
     )
     assert (d2.cause, d2.target_node, d2.fixes()[0]) == ("other", "spark1", "drop")
+
+
+def test_one_matcher_scans_from_several_threads_at_once(matcher: Matcher) -> None:
+    """A session's one matcher serves the monitor's threads and a launch's wall check at
+    the same time: concurrent scans find what one scan finds, and none fails."""
+    import threading
+
+    lines = [b"INFO nothing here", FREE, b"more noise " * 20] * 300
+    expected = [(h.wall.id, h.line_no) for h in matcher.scan_lines("f", lines)]
+    assert expected
+    results: list[list[tuple[str, int]]] = []
+    errors: list[BaseException] = []
+    start = threading.Barrier(4)
+
+    def scan() -> None:
+        try:
+            start.wait()
+            for _ in range(5):
+                results.append([(h.wall.id, h.line_no) for h in matcher.scan_lines("f", lines)])
+        except BaseException as exc:  # hyperscan: ScratchInUseError when scratch is shared
+            errors.append(exc)
+
+    threads = [threading.Thread(target=scan) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert len(results) == 20 and all(r == expected for r in results)

@@ -158,7 +158,17 @@ _NVIDIA_SMI_CHANGES = re.compile(
 _ETHTOOL_CHANGES = re.compile(r"^(-[sKGLACrEfW]|--(set|change|reset|flash|offload).*)$")
 _SCRATCH = ("/tmp/", "/var/tmp/", "/dev/shm/")
 _HARMLESS_TARGETS = ("/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty")
-_SYSTEM = ("/etc/", "/boot/", "/usr/", "/lib", "/bin/", "/sbin/", "/var/lib/", "/opt/", "/root/")
+_SYSTEM: tuple[str, ...] = (
+    "/etc/",
+    "/boot/",
+    "/usr/",
+    "/lib",
+    "/bin/",
+    "/sbin/",
+    "/var/lib/",
+    "/opt/",
+    "/root/",
+)
 _SYSTEM += ("/dev/", "/sys/", "/proc/", "/srv/", "/var/log/")
 DROP_CACHES_PATH = "/proc/sys/vm/drop_caches"
 

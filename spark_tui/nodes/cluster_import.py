@@ -96,12 +96,12 @@ def read_eugr_env(text: str, file: str) -> ImportedCluster:
     hosts = [h.strip() for h in nodes_text.split(",") if h.strip()]
     if not hosts:
         raise InputError("CLUSTER_NODES names no node", file, nodes_line)
-    eth_if, eth_line = values.get("ETH_IF", ("", None))  # type: ignore[assignment]
+    eth_if, eth_line = values.get("ETH_IF", ("", None))
     if eth_if and not _IFNAME.fullmatch(eth_if):
         raise InputError(f"ETH_IF {eth_if!r} is not an interface name", file, eth_line)
     mesh = eth_if in MESH_MANAGEMENT_IFS or "CONTAINER_NCCL_IB_SUBNET_AWARE_ROUTING" in values
     local = values.get("LOCAL_IP", ("", 0))[0]
-    ib_if, ib_line = values.get("IB_IF", ("", None))  # type: ignore[assignment]
+    ib_if, ib_line = values.get("IB_IF", ("", None))
     if ib_if and not _HCA.fullmatch(ib_if):
         raise InputError(f"IB_IF {ib_if!r} is not a list of RDMA device names", file, ib_line)
     for i, host in enumerate(hosts):
@@ -198,9 +198,9 @@ def read_sparkrun_cluster(data: LDict, file: str) -> ImportedCluster:
                 line_of(data, "cache_dir"),
             )
         out.models_dir = cache.strip()
-    name = data.get("name")
-    if name:
-        out.notes.append(f"sparkrun cluster {name!r}")
+    cluster_name = data.get("name")
+    if cluster_name:
+        out.notes.append(f"sparkrun cluster {cluster_name!r}")
     if data.get("topology"):
         out.notes.append(f"sparkrun topology: {data['topology']} (CX7 cabling)")
     for key in ("transfer_mode", "transfer_interface"):
@@ -251,7 +251,7 @@ def import_proposal(imported: ImportedCluster, found: Proposal) -> Proposal:
             n, p = reached[node.host]
             found_node = replace(
                 n,
-                role=role,  # type: ignore[arg-type]
+                role=role,  # type: ignore[arg-type]  # head or worker, chosen above
                 user=n.user or node.user,
                 fabric_hca=n.fabric_hca or node.fabric_hca,
                 fabric_if=n.fabric_if or node.fabric_if,
@@ -262,5 +262,5 @@ def import_proposal(imported: ImportedCluster, found: Proposal) -> Proposal:
                 Candidate(node.host, f"from {imported.kind}", user=node.user),
                 reason="not probed (--no-probe)",
             )
-            out.nodes.append((replace(node, role=role), p))  # type: ignore[arg-type]
+            out.nodes.append((replace(node, role=role), p))  # type: ignore[arg-type]  # head or worker, chosen above
     return out

@@ -281,11 +281,11 @@ def _node(raw: LDict, index: int, count: int, err) -> NodeConfig | None:
     return NodeConfig(
         name=name,
         host=host,
-        role=role,  # type: ignore[arg-type]
+        role=role,  # type: ignore[arg-type]  # head or worker, checked above
         logs=logs or (),
         user=user,
         port=port,
         fabric_if=fabric_if,
-        fabric_ip=fabric_ip,  # type: ignore[arg-type]
+        fabric_ip=fabric_ip,
         fabric_hca=fabric_hca,
     )

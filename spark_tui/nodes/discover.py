@@ -548,7 +548,7 @@ def discover(
                 NodeConfig(
                     _unique_name(base, taken),
                     c.host,
-                    role,  # type: ignore[arg-type]
+                    role,  # type: ignore[arg-type]  # head or worker, chosen above
                     user=c.user,
                     port=c.port if c.source != "ssh-config" else None,
                     fabric_if=p.fabric_if,

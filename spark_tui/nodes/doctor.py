@@ -228,7 +228,7 @@ def _fit_checks(recipe: object, cluster: ClusterConfig, states: Mapping[str, Nod
     """`spark-tui recipes fit` as doctor checks, one per node the recipe uses."""
     from spark_tui.recipes.fit import fit_nodes
 
-    report = fit_nodes(recipe, cluster, states)  # type: ignore[arg-type]
+    report = fit_nodes(recipe, cluster, states)  # type: ignore[arg-type]  # the doctor's NodeState of each reachable node
     gib = 1 << 30
     out = []
     for n in report.nodes:
@@ -342,7 +342,7 @@ def _host_kernel(n: NodeConfig, t: Transport, known: list[dict[str, object]]) ->
             continue
         if not (e.get("kernel") or e.get("driver")):
             continue
-        refs = [str(x) for x in e.get("references") or []]  # type: ignore[attr-defined]
+        refs = [str(x) for x in e.get("references") or []]  # type: ignore[attr-defined]  # the entry is a mapping read from YAML
         what = f"kernel {kernel}" + (f", driver {e['driver']}" if e.get("driver") else "")
         return Check(
             "host-kernel",

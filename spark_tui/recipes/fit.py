@@ -395,7 +395,7 @@ def _fit_node(
     if state is None or not state.reachable or state.memory is None:
         why = (state.unavailable.get("node") or state.unavailable.get("meminfo")) if state else None
         return NodeFit(
-            **base,  # type: ignore[arg-type]
+            **base,  # type: ignore[arg-type]  # base: NodeFit's shared fields, each typed where computed
             fits=False,
             kv_cache_bytes=None,
             object_store_bytes=0,
@@ -494,7 +494,7 @@ def _fit_node(
         if room <= 0:
             largest = None
     return NodeFit(
-        **base,  # type: ignore[arg-type]
+        **base,  # type: ignore[arg-type]  # base: NodeFit's shared fields, each typed where computed
         fits=fits,
         kv_cache_bytes=int(kv_bytes),
         object_store_bytes=store,

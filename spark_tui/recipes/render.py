@@ -176,6 +176,10 @@ def join_line(recipe: Recipe, rank: int, size: int) -> str:
     """
     if recipe.engine == "vllm":
         world = (recipe.tp or 1) * (recipe.pp or 1)
+        if world < size:
+            # a group smaller than the cluster: every node runs an engine of its own (replicas),
+            # each with its own rank 0
+            return f"rank 0 in world size {world} is assigned as"
         per_node = max(1, world // max(1, size))  # one GPU per GB10 node: rank == node rank
         return f"rank {rank * per_node} in world size {world} is assigned as"
     return "Init torch distributed ends"
@@ -463,7 +467,7 @@ def render_plan(
             )
             logs[n.name] = (tail,)
         for n in nodes if size > 1 else ():  # one node: no group to join
-            rank = int(vals[n.name]["node.rank"])  # type: ignore[call-overload]
+            rank = int(vals[n.name]["node.rank"])  # type: ignore[call-overload]  # node.rank is an int among the placeholder values
             name = container[n.name]
             line = join_line(recipe, rank, size)
             steps.append(

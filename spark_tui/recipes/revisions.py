@@ -329,7 +329,7 @@ class RevisionStore:
         policy.refuse_if_read_only(f"change recipe {base.id}")
         with self._locked(base.id):
             current = self.current(base.id) or base
-            after = apply_patch(current, **patch)  # type: ignore[arg-type]
+            after = apply_patch(current, **patch)  # type: ignore[arg-type]  # a patch-recipe's params, checked by its action schema
             if current.revision != base.revision:
                 note += f" (rebased on revision {current.revision})"
             rev = self._commit(current, after, note)
@@ -367,7 +367,8 @@ class RevisionStore:
             if n is None or n == 0:
                 raise InputError(f"recipe {recipe_id!r} has no patch to undo")
             meta = {r.number: r for r in self.revisions(recipe_id)}
-            back = meta[n].base if n in meta and meta[n].base is not None else n - 1
+            base = meta[n].base if n in meta else None
+            back = base if base is not None else n - 1
             _write_atomic(self._dir(recipe_id) / "current", str(back))
         return self.load(recipe_id, back)
 

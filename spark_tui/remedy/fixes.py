@@ -172,7 +172,7 @@ def action_plan(
     acts = tuple(Action(t, p) for t, p in actions)
     risk = risk or max((kind(a.type).min_risk for a in acts), key=RISK_ORDER.index)
     root = any(kind(a.type).needs_root for a in acts) or any(a.params.get("root") for a in acts)
-    fix = Fix(fix_id, title, risk, root, acts)  # type: ignore[arg-type]
+    fix = Fix(fix_id, title, risk, root, acts)  # type: ignore[arg-type]  # one of RISKS: from the kinds' min_risk above
     return plan_fix(fix, cluster, recipe, stamp=stamp, wall=fix_id)
 
 

@@ -152,7 +152,7 @@ class Journal:
                 lost = isinstance(exc, NodeUnreachable)
                 rec.finish(
                     None,
-                    f"{exc.reason}" if lost else type(exc).__name__,  # type: ignore[attr-defined]
+                    f"{exc.reason}" if lost else type(exc).__name__,  # type: ignore[attr-defined]  # a NodeUnreachable when lost: it has .reason
                     outcome=CONNECTION_LOST if lost else INTERRUPTED,
                 )
             raise
@@ -207,7 +207,16 @@ class Journal:
 
 
 MAX_RECORD = 1 << 20  # one journal record (an output tail is a few KB)
-_TEXT_FIELDS = ("event", "run", "cmd", "fix", "node", "action", "command", "outcome")
+_TEXT_FIELDS: tuple[str, ...] = (
+    "event",
+    "run",
+    "cmd",
+    "fix",
+    "node",
+    "action",
+    "command",
+    "outcome",
+)
 _TEXT_FIELDS += ("output_tail", "message", "status", "wall", "risk", "reason", "recipe")
 
 

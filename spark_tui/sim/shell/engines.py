@@ -5,6 +5,7 @@ entrypoint scripts, pkill."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from spark_tui.sim.engine import Engine
 from spark_tui.sim.ray import ray_start, ray_status, ray_stop
@@ -104,28 +105,31 @@ def _join_sglang(ctx: Ctx, spec: object, argv: list[str], sink: TimedLog | None)
     world = ctx.world
     now = world.clock.now()
     key = str(  # the rendezvous every rank names
-        spec.arg("--dist-init-addr", default="?")  # type: ignore[attr-defined]
-        if spec.kind == "sglang"  # type: ignore[attr-defined]
-        else f"{spec.arg('--master-addr', default='?')}:{spec.arg('--master-port', default=29501)}"  # type: ignore[attr-defined]
+        spec.arg("--dist-init-addr", default="?")  # type: ignore[attr-defined]  # a ServeSpec: parse_serve found the serving command
+        if spec.kind == "sglang"  # type: ignore[attr-defined]  # a ServeSpec: parse_serve found the serving command
+        else f"{spec.arg('--master-addr', default='?')}:{spec.arg('--master-port', default=29501)}"  # type: ignore[attr-defined]  # a ServeSpec: parse_serve found the serving command
     )
-    nnodes = int(spec.num("--nnodes", default=1))  # type: ignore[attr-defined]
+    nnodes = int(spec.num("--nnodes", default=1))  # type: ignore[attr-defined]  # a ServeSpec: parse_serve found the serving command
     waiting = world.sglang_waiting.setdefault(key, [])
     waiting[:] = [r for r in waiting if r.container.running]
-    waiting.append(SglangRank(ctx.node, ctx.container, argv, dict(ctx.env), now, sink))  # type: ignore[arg-type]
+    waiting.append(SglangRank(ctx.node, ctx.container, argv, dict(ctx.env), now, sink))  # type: ignore[arg-type]  # an engine rank always runs in a container
     if ctx.main:
-        ctx.container.main_engine = PendingRank()  # type: ignore[union-attr]
+        ctx.container.main_engine = PendingRank()  # type: ignore[union-attr]  # an engine rank always runs in a container
     if len({r.node.name for r in waiting}) < nnodes:
         return
     world.sglang_waiting.pop(key, None)
-    ranks = sorted(
-        waiting, key=lambda r: int(parse_serve(r.argv, r.env).num("--node-rank", default=0))
-    )  # type: ignore[union-attr]
+
+    def node_rank(r: Any) -> int:
+        spec = parse_serve(r.argv, r.env)
+        return int(spec.num("--node-rank", default=0)) if spec is not None else 0
+
+    ranks = sorted(waiting, key=node_rank)
     r0 = ranks[0]
     spec0 = parse_serve(r0.argv, r0.env)
     assert spec0 is not None
-    e = Engine(world, spec0, r0.node, r0.container, now, r0.sink)  # type: ignore[arg-type]
+    e = Engine(world, spec0, r0.node, r0.container, now, r0.sink)  # type: ignore[arg-type]  # an engine rank always runs in a container
     for i, r in enumerate(ranks):
-        m = e.member(r.node, i, r.sink, is_head=i == 0)  # type: ignore[arg-type]
+        m = e.member(r.node, i, r.sink, is_head=i == 0)  # type: ignore[arg-type]  # an engine rank always runs in a container
         e.members[r.node.name] = m
         e.rank_containers.append(r.container)
         e.argv_in[r.container.id] = list(r.argv)

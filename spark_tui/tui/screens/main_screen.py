@@ -52,8 +52,8 @@ STORY_REQUEST_EVERY_S = 8.0  # real seconds between two of them
 class MainScreen(Screen):
     """Everything live at once; the keys act on the selected diagnosis and the cluster."""
 
-    HORIZONTAL_BREAKPOINTS: ClassVar = [(0, "-narrow"), (100, "-wide")]
-    VERTICAL_BREAKPOINTS: ClassVar = [(0, "-short"), (32, "-tall")]
+    HORIZONTAL_BREAKPOINTS: list[tuple[int, str]] | None = [(0, "-narrow"), (100, "-wide")]  # noqa: RUF012 - Textual types it per instance
+    VERTICAL_BREAKPOINTS: list[tuple[int, str]] | None = [(0, "-short"), (32, "-tall")]  # noqa: RUF012 - Textual types it per instance
     BINDINGS: ClassVar = [
         Binding("a", "apply_fix", "Fix"),
         Binding("right_square_bracket", "next_fix", "Next fix", show=False),
@@ -126,9 +126,9 @@ class MainScreen(Screen):
         """Show one batch of monitor events (UI thread)."""
         try:
             pane = self.query_one(LogPane)
+            log = pane.view
         except NoMatches:
-            return  # the app is closing: its panes are already gone
-        log = pane.view
+            return  # the app is closing: its panes (or the log inside) are already gone
         for lines in batch.logs:
             log.add_lines(lines.node, lines.lines, lines.marks, lines.source)
         if batch.dropped_lines:
@@ -217,7 +217,7 @@ class MainScreen(Screen):
             fix_title=fix.title if fix else None,
             fix_number=detail.fix_index % max(1, len(detail.fixes())) + 1,
             serving=self._serving,
-            **self._memory,  # type: ignore[arg-type]
+            **self._memory,  # type: ignore[arg-type]  # the status line's memory fields (int or None)
         )
         now, key = next_step(s)
         if self.problem and s.running is None and wall is None:
@@ -262,10 +262,16 @@ class MainScreen(Screen):
     def action_stop_stack(self) -> None:
         self._preview("stop", self.session.plan_stop)
 
+    def _running_action(self) -> str | None:
+        """What the app runs now (a fix, a relaunch), if anything."""
+        running = getattr(self.app, "running_action", None)  # SparkTuiApp's, or a harness's
+        return running() if callable(running) else None
+
     def _preview(self, action: str, make_plan: Callable) -> None:
         """Plan it and show the plan (preview == run); the modal confirms and runs it."""
-        if self.app.running_action() is not None:
-            self.notify(f"{self.app.running_action()} is running: wait for it.", severity="warning")
+        running = self._running_action()
+        if running is not None:
+            self.notify(f"{running} is running: wait for it.", severity="warning")
             return
         try:
             plan = make_plan()
@@ -351,8 +357,9 @@ class MainScreen(Screen):
 
         from spark_tui.tui.screens.confirm_modal import ConfirmModal
 
-        if self.app.running_action() is not None:
-            self.notify(f"{self.app.running_action()} is running: wait for it.", severity="warning")
+        running = self._running_action()
+        if running is not None:
+            self.notify(f"{running} is running: wait for it.", severity="warning")
             return
         try:
             current, served, diff = self.session.rollback_preview()
