@@ -335,12 +335,6 @@ class RevisionStore:
             rev = self._commit(current, after, note)
         return rev, self.load(base.id, rev.number)
 
-    def commit(self, before: Recipe, after: Recipe, note: str) -> Revision:
-        """Store `after` as a new revision made from `before` (revision 0 written first)."""
-        policy.refuse_if_read_only(f"change recipe {before.id}")
-        with self._locked(before.id):
-            return self._commit(before, after, note)
-
     def _commit(self, before: Recipe, after: Recipe, note: str) -> Revision:
         numbers = self.numbers(before.id)
         if not numbers:
