@@ -73,6 +73,15 @@ def _check_path(params: Mapping[str, Any]) -> Problems:
     return []
 
 
+def _check_dir(params: Mapping[str, Any]) -> Problems:
+    d = params.get("dir")
+    if d is not None and not (
+        isinstance(d, str) and d.startswith(("/", "~/", "$HOME/")) and "\n" not in d
+    ):
+        return [("'dir' must be an absolute path or start with ~/", "dir")]
+    return []
+
+
 def _check_items(params: Mapping[str, Any]) -> Problems:
     items = params.get("items")
     if not isinstance(items, list) or not items or any(i not in EVIDENCE_ITEMS for i in items):
@@ -129,6 +138,15 @@ SCHEMAS: dict[str, ActionSchema] = {
             optional=frozenset({"on"}),
             default_target="all",
             min_risk="disruptive",
+        ),
+        ActionSchema(
+            "verify-model-copies",
+            "compare the model's shards on every node (size and sha256) and repair a node's copy "
+            "from a node whose copy agrees (the old file moved aside)",
+            optional=frozenset({"on", "dir"}),
+            default_target="all",
+            min_risk="disruptive",
+            check=_check_dir,
         ),
         ActionSchema(
             "collect-evidence",

@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from spark_tui.recipes.flagcheck import FlagReport
     from spark_tui.recipes.loader import RecipeBook
     from spark_tui.recipes.model import Recipe
+    from spark_tui.recipes.revisions import Served
     from spark_tui.remedy.evidence import AutoEvidence
     from spark_tui.sim.cluster import SimCluster
 
@@ -439,6 +440,48 @@ class Session:
         back = self.revisions.undo(r.id)
         self.journal.append(event="recipe-undo", recipe=r.id, revision=back.revision)
         return self.use_recipe(back)
+
+    def rollback_preview(self, recipe_id: str | None = None) -> tuple[Recipe, Served, str]:
+        """(the recipe in use, the launch that last served, the diff a rollback applies) for
+        the recipe in use or `recipe_id`; InputError when none of its launches served."""
+        from spark_tui.recipes.revisions import last_served, unified_diff
+
+        r = self.recipes().get(recipe_id) if recipe_id else self.recipe()
+        if r is None:
+            raise InputError("no recipe in use: name one to roll back")
+        current = self.revisions.current(r.id) or r
+        served = last_served(self.revisions, r.id)
+        if served is None:
+            raise InputError(
+                f"recipe {r.id!r} never served here (no launch's smoke request answered): "
+                "nothing to roll back to"
+            )
+        return current, served, unified_diff(current, served.recipe, r.id)
+
+    def rollback(self, recipe_id: str | None = None) -> Recipe:
+        """Back to the image and recipe revision that last served, as a new revision (every
+        revision stays on disk); journaled before and after. Takes effect at the next launch."""
+        from spark_tui.recipes import revisions
+
+        current, served, diff = self.rollback_preview(recipe_id)
+        policy.refuse_if_read_only(f"roll back recipe {current.id}")
+        self.journal.append(
+            event="started",
+            action="recipe-rollback",
+            recipe=current.id,
+            revision=current.revision,
+            to_revision=served.revision,
+            image=served.image,
+        )
+        after = revisions.rollback(self.revisions, current, served) if diff else current
+        self.journal.append(
+            event="finished",
+            action="recipe-rollback",
+            recipe=current.id,
+            revision=after.revision,
+            ok=True,
+        )
+        return self.use_recipe(after)
 
     # ---- the live monitor ----------------------------------------------------------------
     def subscribe(self, listener: Listener) -> None:

@@ -1,6 +1,7 @@
 """`spark-tui recipes list | show ID | render ID [--profile NAME] [--set KEY=VALUE]...`
 | fit ID [--profile NAME] [--set KEY=VALUE]... [--json] [--config FILE]
 | check-flags ID [--profile NAME] [--set KEY=VALUE]... [--json] [--config FILE]
+| rollback ID [--yes] [--config FILE]
 | lint [PATH...] | import FILE|DIR... [--to DIR] [--force]`
 
 A recipe file that does not load is reported (file:line) and left out; the others load.
@@ -30,6 +31,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     hist.add_argument("id")
     undo = rs.add_parser("undo", help="go back to the revision before the current one")
     undo.add_argument("id")
+    rb = rs.add_parser(
+        "rollback",
+        help="back to the image and recipe revision that last served (preview, then confirm)",
+        description=(
+            "Show the launch of this recipe that last served (a smoke request answered: when, "
+            "revision, image, tok/s) and the change back to it, then ask; the rollback is a new "
+            "revision (every revision is kept, `recipes undo` returns) and takes effect at the "
+            "next launch. Journaled."
+        ),
+    )
+    rb.add_argument("id")
+    rb.add_argument("--yes", action="store_true", help="do not ask")
+    rb.add_argument("--config", metavar="FILE", dest="render_config", help="cluster.yaml")
     render = rs.add_parser(
         "render",
         help="print the shell commands per node, ready to paste",
@@ -162,6 +176,8 @@ def run(args: argparse.Namespace) -> int:
         return _show(recipe, args.json)
     if args.recipes_command == "fit":
         return _fit(recipe, args)
+    if args.recipes_command == "rollback":
+        return _rollback(recipe, args)
     if args.recipes_command == "check-flags":
         return _check_flags(recipe, args)
     from spark_tui.recipes.clusters import find_cluster
@@ -306,6 +322,42 @@ def _fit(recipe, args: argparse.Namespace) -> int:
     for n, why in unreachable.items():
         print(f"{n}: unreachable ({why})", file=sys.stderr)
     return 1 if unreachable else 0
+
+
+def _rollback(recipe, args: argparse.Namespace) -> int:
+    """Preview the rollback to what last served, confirm, apply through a session."""
+    import time
+
+    from spark_tui.session import open_cluster
+
+    config = getattr(args, "render_config", None) or getattr(args, "config", None)
+    with open_cluster(config, recipe=recipe.id, no_config="offline") as session:
+        current, served, diff = session.rollback_preview(recipe.id)
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(served.time))
+        tok = f", {served.tok_s:.1f} tok/s" if served.tok_s else ""
+        print(
+            f"{recipe.id}: last served at {when}: revision {served.revision}, "
+            f"image {served.image or '(none)'}{tok}"
+        )
+        if not diff:
+            print(f"{recipe.id}: revision {current.revision} in use is what served: nothing to do")
+            return 0
+        print(f"the change from revision {current.revision} back to it:")
+        print(diff.rstrip("\n"))
+        if not args.yes:
+            if not sys.stdin.isatty():
+                print("not a terminal: pass --yes to roll back", file=sys.stderr)
+                return 1
+            answer = input(f"Roll {recipe.id} back to what served at {when}? [y/N] ")
+            if answer.strip().lower() not in ("y", "yes"):
+                print("nothing changed")
+                return 1
+        after = session.rollback(recipe.id)
+    print(
+        f"{recipe.id}: now at revision {after.revision} (what served at {when}); "
+        f"revision {current.revision} is kept — the next launch uses it"
+    )
+    return 0
 
 
 def _check_flags(recipe, args: argparse.Namespace) -> int:

@@ -39,7 +39,7 @@ class _ProcessLines(LineStream):
         lines = LineSplitter()
         while not self._closed.is_set():
             try:
-                data = out.read1(1 << 16)
+                data = os.read(out.fileno(), 1 << 16)
             except (OSError, ValueError):  # closed under us
                 break
             if not data:

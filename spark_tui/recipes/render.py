@@ -175,6 +175,10 @@ def join_line(recipe: Recipe, rank: int, size: int) -> str:
     """
     if recipe.engine == "vllm":
         world = (recipe.tp or 1) * (recipe.pp or 1)
+        if world < size:
+            # a group smaller than the cluster: every node runs an engine of its own (replicas),
+            # each with its own rank 0
+            return f"rank 0 in world size {world} is assigned as"
         per_node = max(1, world // max(1, size))  # one GPU per GB10 node: rank == node rank
         return f"rank {rank * per_node} in world size {world} is assigned as"
     return "Init torch distributed ends"

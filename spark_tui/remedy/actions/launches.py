@@ -11,6 +11,7 @@ from spark_tui.action_schemas import SCHEMAS
 from spark_tui.errors import InputError
 from spark_tui.kb.schema import Action
 from spark_tui.recipes.render import render_plan
+from spark_tui.recipes.revisions import mark_served
 from spark_tui.remedy.actions.base import (
     NO_RECIPE,
     ActionKind,
@@ -59,6 +60,7 @@ def run_launch(planned: PlannedAction, ctx: RunContext) -> bool:
         return ctx.fail(node, launched.describe(), planned.type)
     if any(s.kind == "smoke" for s in planned.launch.steps):
         ctx.revisions.mark_launched(planned.launch.recipe)
+        mark_served(ctx.revisions, planned.launch.recipe, launched.tok_s)  # rollback's target
     return True
 
 

@@ -69,6 +69,7 @@ class MainScreen(Screen):
         Binding("f", "log('follow')", "Follow", show=False),
         Binding("w", "log('wrap')", "Wrap", show=False),
         Binding("u", "undo", "Undo patch", show=False),
+        Binding("R", "rollback", "Roll back", show=False),
         Binding("e", "export_report", "Export", show=False),
     ]
 
@@ -125,9 +126,9 @@ class MainScreen(Screen):
         """Show one batch of monitor events (UI thread)."""
         try:
             pane = self.query_one(LogPane)
+            log = pane.view
         except NoMatches:
-            return  # the app is closing: its panes are already gone
-        log = pane.view
+            return  # the app is closing: its panes (or the log inside) are already gone
         for lines in batch.logs:
             log.add_lines(lines.node, lines.lines, lines.marks, lines.source)
         if batch.dropped_lines:
@@ -348,6 +349,52 @@ class MainScreen(Screen):
             return True, f"recipe {back.id} back to revision {back.revision}"
 
         self._start("undo", "Undo the last recipe patch", job)
+
+    def action_rollback(self) -> None:
+        """Back to the image and recipe revision that last served: the change previewed,
+        asked, then applied (a new revision, journaled); the next launch uses it."""
+        import time
+
+        from spark_tui.tui.screens.confirm_modal import ConfirmModal
+
+        running = self._running_action()
+        if running is not None:
+            self.notify(f"{running} is running: wait for it.", severity="warning")
+            return
+        try:
+            current, served, diff = self.session.rollback_preview()
+        except SparkTuiError as exc:
+            self.notify(str(exc), severity="error")
+            self.set_last_action(f"rollback: {exc}", False)
+            return
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(served.time))
+        if not diff:
+            self.notify(f"{current.id} rev {current.revision} is what served at {when}")
+            return
+        lines = diff.rstrip("\n").splitlines()
+        shown = "\n".join(lines[:24]) + (
+            f"\n… {len(lines) - 24} more lines" if len(lines) > 24 else ""
+        )
+        prompt = (
+            f"Roll {current.id} back to what served at {when} "
+            f"(revision {served.revision}, image {served.image or 'none'})?\n"
+            f"A new revision; the next launch uses it.\n\n{shown}"
+        )
+
+        def answer(yes: bool | None) -> None:
+            if not yes:
+                return
+
+            def job(_progress: Callable) -> tuple[bool, str]:
+                after = self.session.rollback()
+                return (
+                    True,
+                    f"recipe {after.id} at revision {after.revision}: what served at {when}",
+                )
+
+            self._start("rollback", "Roll back to what last served", job)
+
+        self.app.push_screen(ConfirmModal(prompt, None, yes="Roll back (y)"), answer)
 
     def action_export_report(self) -> None:
         diagnoses = list(self.query_one(DiagnosesTable).diagnoses.values())
