@@ -39,7 +39,7 @@ def setup(path: str | None = None) -> Path | None:
             handler = logging.FileHandler(path, encoding="utf-8")
         except OSError as exc:
             raise InputError(f"cannot write the debug log: {exc.strerror or exc}", path) from None
-        handler.setFormatter(logging.Formatter(_FORMAT))
+        handler.setFormatter(_RedactingFormatter(_FORMAT))
         root.setLevel(logging.DEBUG)
     else:
         handler = logging.NullHandler()  # a handler at all keeps Python's stderr fallback quiet
@@ -48,6 +48,15 @@ def setup(path: str | None = None) -> Path | None:
     logging.captureWarnings(True)
     threading.excepthook = _thread_excepthook
     return Path(path) if path else None
+
+
+class _RedactingFormatter(logging.Formatter):
+    """The debug log's lines, secrets as ${NAME} (a traceback's too)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        from spark_tui.redact import redact
+
+        return redact(super().format(record))
 
 
 def enabled() -> bool:
@@ -71,7 +80,7 @@ def _thread_excepthook(args: threading.ExceptHookArgs) -> None:
     log.error(
         "uncaught exception in %s",
         name,
-        exc_info=(args.exc_type, args.exc_value, args.exc_traceback),
+        exc_info=args.exc_value if args.exc_value is not None else True,
     )
     print(
         f"spark-tui: internal error in {name}: {args.exc_type.__name__}: {args.exc_value} "

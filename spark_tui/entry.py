@@ -7,8 +7,10 @@ only; the engines and Textual are imported when a command runs.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import sys
+from collections.abc import Iterator
 
 from spark_tui import __version__
 
@@ -59,7 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     from spark_tui.errors import SparkTuiError
+    from spark_tui.redact import redact, remember_environment
 
+    remember_environment()  # HF_TOKEN exported in this shell shows only as ${HF_TOKEN}
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.read_only:  # the engine refuses every change from here on, whoever asks
@@ -75,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
 
             return run_tui(config=args.config, read_only=args.read_only, scenario=None)
         module = importlib.import_module(f"spark_tui.cli.{args.command}")
-        result = module.run(args)
+        with redacted_output():
+            result = module.run(args)
         from spark_tui.cli import OpenTui
 
         if isinstance(result, OpenTui):
@@ -89,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         return int(result or 0)
     except SparkTuiError as exc:
-        print(f"spark-tui: {exc}", file=sys.stderr)
+        print(redact(f"spark-tui: {exc}"), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
@@ -103,6 +108,22 @@ def main(argv: list[str] | None = None) -> int:
         return _last_resort(exc, "input nested too deep to handle")
     except Exception as exc:
         return _last_resort(exc, f"internal error: {type(exc).__name__}: {exc}", details=True)
+
+
+@contextlib.contextmanager
+def redacted_output() -> Iterator[None]:
+    """A headless command's stdout and stderr with every secret shown as ${NAME}."""
+    from spark_tui import redact
+
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = redact.RedactingStream(out), redact.RedactingStream(err)
+    try:
+        yield
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        sys.stdout, sys.stderr = out, err
 
 
 def _os_error_line(exc: OSError) -> str:
@@ -125,7 +146,9 @@ def _last_resort(exc: BaseException, line: str, details: bool = False) -> int:
 
     debuglog.log.error("%s", line, exc_info=exc)
     suffix = f" ({debuglog.where()})" if details or debuglog.enabled() else ""
-    print(f"spark-tui: {line}{suffix}", file=sys.stderr)
+    from spark_tui.redact import redact
+
+    print(redact(f"spark-tui: {line}{suffix}"), file=sys.stderr)
     return 1
 
 

@@ -46,6 +46,7 @@ from spark_tui.events import (
 from spark_tui.kb.diagnosis import Diagnosis, DiagnosisBook
 from spark_tui.kb.loader import KnowledgeBase
 from spark_tui.kb.matcher import Matcher
+from spark_tui.kb.source import Source
 from spark_tui.nodes import commands
 from spark_tui.nodes.cluster import ClusterConfig
 from spark_tui.nodes.parsers import Unparseable
@@ -57,6 +58,8 @@ from spark_tui.nodes.rules import RuleEngine, cluster_facts
 from spark_tui.nodes.sampler import Sampler
 from spark_tui.nodes.state import NcclLibrary, NodeState, ServingState
 from spark_tui.nodes.transport import Reachability, Transport
+from spark_tui.redact import redact
+from spark_tui.untrusted import clean_line
 
 # log sources that are not the serving engine's log (they do not move log.silent_s)
 NON_SERVING_SOURCES = ("kernel", "dmesg")
@@ -86,7 +89,7 @@ class ClusterMonitor:
         slow_every: int = 5,
         dmon: bool = True,
         auto_tail: bool = True,
-        matcher_engine: str | None = None,
+        matcher: Matcher | None = None,
         max_queued_lines: int = 100_000,
         idle_factor: float = IDLE_FACTOR,
     ) -> None:
@@ -106,7 +109,7 @@ class ClusterMonitor:
         self.auto_tail = auto_tail
         self._book = DiagnosisBook()
         self._rules = RuleEngine(kb, self._book)
-        self._matcher = Matcher(kb, engine=matcher_engine)
+        self._matcher = matcher or Matcher(kb)  # the session's, else one of this kb
         self._match = self._matcher.stream()  # ONE stream for every node and source
         self._lock = threading.RLock()  # guards the book, the match stream, states, trackers
         self._stop = threading.Event()
@@ -178,7 +181,7 @@ class ClusterMonitor:
             streams = list(self._streams.values())
         for s in streams:
             with contextlib.suppress(Exception):
-                s.close()  # type: ignore[attr-defined]
+                s.close()  # type: ignore[attr-defined]  # a stream object of the transport; every kind has close()
         if close_transports:
             for t in self.transports.values():
                 with contextlib.suppress(Exception):
@@ -233,7 +236,7 @@ class ClusterMonitor:
                 d
                 for d in self._book
                 if d.active
-                and not _readings_source(d.source)
+                and not d.source.from_readings
                 and d.resolve(now, f"from launch attempt {max(d.attempt, 1)}; a new one began")
             ]
             for node in nodes:
@@ -264,9 +267,8 @@ class ClusterMonitor:
             for d in self._book:
                 if d.wall.id != wall_id or not d.active:
                     continue
-                if _readings_source(d.source):
-                    subject = d.source.split(":", 1)[0]
-                    self._rules.forget_active(d.wall.id, subject)
+                if d.source.from_readings:
+                    self._rules.forget_active(d.wall.id, d.source.subject)
                 elif last_launch_at is None or d.first_seen >= last_launch_at:
                     continue  # seen in this launch: it clears with the next one
                 if d.resolve(now, f"fixed: {how}"):
@@ -549,6 +551,8 @@ class ClusterMonitor:
                 self._engines_read.discard((node, engine.pid))
             return
         out = parse_engine_output(res.stdout)
+        if not out.real_engine:  # a word in its argv, not an engine: nothing of it is read
+            return
         tail = engine_log_command(out, state)
         if tail is None:
             return
@@ -613,7 +617,7 @@ class ClusterMonitor:
         if port is None:
             port = 30000 if recipe.get("recipe.engine") == "sglang" else 8000
         try:
-            port = int(float(port))  # type: ignore[arg-type]
+            port = int(float(port))
         except (TypeError, ValueError):
             port = 8000
         return {commands.METRICS_SECTION: shell.fill(commands.METRICS, {"port": port})}
@@ -716,8 +720,10 @@ class ClusterMonitor:
             self._ingest(node, source, lines)
 
     def _ingest(self, node: str, source: str, lines: list[str]) -> None:
-        """Match lines against the log walls; emit one LogLines batch and the diagnoses."""
+        """Match lines against the log walls; emit one LogLines batch and the diagnoses.
+        The lines are what a node says: cleaned and capped here, where they enter."""
         self.cluster.node(node)
+        lines = [clean_line(line) for line in lines]
         key = f"{node}:{source}"
         raised: list[DiagnosisRaised] = []
         marks: list[tuple[int, str, str]] = []
@@ -734,7 +740,11 @@ class ClusterMonitor:
                     if serving and hit.severity == "error":
                         self._serving[node].mark_crashed()
                     diag, new = self._book.add_hit(
-                        hit, source=key, node=node, now=now, facts_by_node=facts_by_node
+                        hit,
+                        source=Source.log(node, source),
+                        node=node,
+                        now=now,
+                        facts_by_node=facts_by_node,
                     )
                     if new:
                         diag.attempt = self.attempt
@@ -749,7 +759,8 @@ class ClusterMonitor:
                         self._states[name] = dataclasses.replace(
                             st, serving=self._serving_of(name, st)
                         )
-        self.emit(LogLines(node, source, tuple(lines), first_no, tuple(marks)))
+        shown = tuple(redact(line) for line in lines)  # shown: secrets as ${NAME}
+        self.emit(LogLines(node, source, shown, first_no, tuple(marks)))
         for event in raised:
             self.emit(event)
 
@@ -779,23 +790,24 @@ def log_source_command(kind: str, value: str) -> str:
 
 
 def engine_container(out: EngineOutput, state: NodeState) -> str | None:
-    """The name of the container an engine runs in (its short id when not listed)."""
+    """The name of the container an engine runs in: one `docker ps` lists (else None)."""
     if not out.container_id:
         return None
-    return next(
-        (c.name for c in state.containers if out.container_id.startswith(c.id)),
-        out.container_id[:12],
-    )
+    cid = out.container_id
+    return next((c.name for c in state.containers if c.id and cid.startswith(c.id)), None)
 
 
 def engine_log_command(out: EngineOutput, state: NodeState) -> str | None:
     """How to follow a running engine's output: the file (inside its container when it has
-    one), its container's output, its unit's journal; None for a terminal or unknown."""
+    one), its container's output, its unit's journal; None for a terminal or unknown.
+    A file on the host is read through the process's open descriptor, never by its name."""
     container = engine_container(out, state)
     if out.file and container:
         return shell.fill(commands.CONTAINER_FILE_TAIL, {"container": container, "path": out.file})
-    if out.file:
-        return shell.fill(commands.FILE_TAIL, {"path": out.file})
+    target = out.target or ""
+    on_host = target.startswith("/") and not container
+    if on_host and state.engine is not None and not target.startswith(("/dev/", "/proc/")):
+        return shell.fill(commands.ENGINE_FD_TAIL, {"pid": state.engine.pid})  # deleted, too
     if container:
         return shell.fill(commands.SERVE_LOG_TAIL, {"container": container})
     if out.unit:
@@ -806,8 +818,3 @@ def engine_log_command(out: EngineOutput, state: NodeState) -> str | None:
 def _is_serving_name(name: str, image: str) -> bool:
     text = f"{name} {image}".lower()
     return any(w in text for w in ("vllm", "sglang"))
-
-
-def _readings_source(source: str) -> bool:
-    """A diagnosis from readings or checks (not from a log line)."""
-    return source.endswith(":readings") or source == "recipe:checks"

@@ -16,18 +16,40 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from spark_tui.errors import SparkTuiError
+from spark_tui.event_lines import (
+    ActiveWall,
+    Adopted,
+    AppliedFix,
+    DiagnosisSeen,
+    DoctorRan,
+    Done,
+    FixApplied,
+    Launched,
+    LaunchFailed,
+    LineEvent,
+    RecipeChosen,
+    Refused,
+    Serving,
+    Stuck,
+    WallResolved,
+    diagnosis_seen,
+    line,
+    wall_resolved,
+)
 from spark_tui.events import ActionProgress, DiagnosisRaised, DiagnosisResolved, Event
 from spark_tui.kb.diagnosis import Diagnosis
 from spark_tui.kb.schema import SEVERITY_RANK, Fix
+from spark_tui.kb.source import READINGS
 from spark_tui.remedy.evidence import evidence_only
 from spark_tui.remedy.fixes import Confirm, FixPlan, FixResult
 from spark_tui.session import Session
 
-EmitEvent = Callable[[dict[str, Any]], None]
+EmitEvent = Callable[[dict[str, Any]], None]  # receives each event's line (event_lines.line)
+Say = Callable[[LineEvent], dict[str, Any]]  # says an event; returns its line
 SOAK_REQUESTS = 8  # requests after the first answer: some walls show after a few (seed 003)
 SETTLE_ROUNDS = 3  # monitor rounds watched after the soak before calling it serving
 MAX_LAUNCHES = 4
@@ -42,13 +64,6 @@ class UpRun:
     tok_s: float | None = None
     fixes: list[tuple[str, str]] = field(default_factory=list)  # (wall, fix)
     announced: set[tuple[str, str]] = field(default_factory=set)  # (wall, source) said
-
-
-def diagnosis_event(d: Diagnosis, kind: str = "diagnosis") -> dict[str, Any]:
-    out: dict[str, Any] = {"event": kind, **d.to_json(), "node": d.node}
-    if d.cause:
-        out["cause"] = d.cause
-    return out
 
 
 def bring_up(
@@ -66,51 +81,52 @@ def bring_up(
     step = progress or (lambda _p: None)
     lock = threading.Lock()
 
-    out = emit
-
-    def said(event: dict[str, Any]) -> None:
+    def say(event: LineEvent) -> dict[str, Any]:
+        """Say an event, stamped with the session's clock (the monitor's stamps too)."""
+        if not isinstance(event, DiagnosisSeen | WallResolved):
+            event = replace(event, time=session.clock.now())
+        said = line(event)
         with lock:  # events come from the monitor's threads too
-            out(event)
+            emit(said)
+        return said
 
     def watch(event: Event) -> None:
         """Walls as they are raised (new, or again after they cleared) and as they clear."""
         if isinstance(event, DiagnosisRaised) and event.new:
             d = event.diagnosis
             run.announced.add((d.wall.id, d.source))
-            said(diagnosis_event(d))
+            say(diagnosis_seen(d, event.time))
         elif isinstance(event, DiagnosisResolved):
             d = event.diagnosis
             if (d.wall.id, d.source) in run.announced:
-                said({"event": "resolved", "wall": d.wall.id, "node": d.node, "how": d.resolution})
+                say(wall_resolved(d, event.time))
 
-    emit = said
     session.start(watch)
     monitor = session.monitor
     assert monitor is not None
     _rounds(session, 1)
-    recipe = session.recipe() or _adopt(session, emit, confirm, yes)
+    recipe = session.recipe() or _adopt(session, say, confirm, yes)
     if recipe is None:
-        return _done(session, run, emit)
-    emit({"event": "recipe", "recipe": recipe.id, "revision": recipe.revision})
+        return _done(session, run, say)
+    say(RecipeChosen(recipe=recipe.id, revision=recipe.revision))
 
     # 1. doctor, and the fixes its findings call for
     outcome = session.bringup().doctor()
     report = outcome.report
-    failed = [c.to_json() for c in report.checks if c.status == "fail"]
-    emit(
-        {
-            "event": "doctor",
-            "reachable": report.reachable,
-            "passed": sum(c.status == "pass" for c in report.checks),
-            "warnings": sum(c.status == "warn" for c in report.checks),
-            "failed": failed,
-        }
+    failed = tuple(c.to_json() for c in report.checks if c.status == "fail")
+    say(
+        DoctorRan(
+            reachable=tuple(report.reachable),
+            passed=sum(c.status == "pass" for c in report.checks),
+            warnings=sum(c.status == "warn" for c in report.checks),
+            failed=failed,
+        )
     )
     if not report.reachable:
-        return _done(session, run, emit)
+        return _done(session, run, say)
     for plan in session.bringup().fix_plans():
-        if not _apply(session, run, emit, plan, confirm, yes, step):
-            return _done(session, run, emit)
+        if not _apply(session, run, say, plan, confirm, yes, step):
+            return _done(session, run, say)
     _rounds(session, 1)
 
     # 2. launch; on a wall, the fix its cause calls for, one relaunch per diagnosis
@@ -119,10 +135,10 @@ def bring_up(
         if launched_by is None:
             plan = session.plan_launch()
             r = session.recipe()
-            emit({"event": "launch", "launch": run.launches + 1, "recipe": r.id if r else None})
+            say(Launched(launch=run.launches + 1, recipe=r.id if r else None))
             result = _run(session, plan, confirm, yes, step)
             if result is None:
-                emit({"event": "refused", "fix": plan.fix.id, "why": "not confirmed: nothing ran"})
+                say(Refused(fix=plan.fix.id, why="not confirmed: nothing ran"))
                 break
             run.launches += 1
         else:
@@ -130,10 +146,10 @@ def bring_up(
         ok = result.ok
         if ok:
             run.tok_s = result.tok_s
-            emit({"event": "serving", "launch": run.launches, "tok_s": result.tok_s})
+            say(Serving(launch=run.launches, tok_s=result.tok_s))
             ok = _soak(session, soak)
         else:
-            emit({"event": "launch-failed", "launch": run.launches, "why": result.message})
+            say(LaunchFailed(launch=run.launches, why=result.message))
         _rounds(session, SETTLE_ROUNDS)
         errors = _active_errors(session)
         if ok and not errors:
@@ -141,27 +157,27 @@ def bring_up(
             break
         d, fix = _next_fix(session, errors)
         if d is None or fix is None:
-            emit({"event": "stuck", "why": "no diagnosis with a fix: nothing restarts blindly"})
+            say(Stuck(why="no diagnosis with a fix: nothing restarts blindly"))
             break
         key = f"{d.wall.id}@{d.node or d.source}#{int(d.first_seen)}"
         if not session.guard.claim(key, session.clock.now()):
-            emit({"event": "stuck", "why": f"{d.wall.id}: already relaunched once for it"})
+            say(Stuck(why=f"{d.wall.id}: already relaunched once for it"))
             break
         plan = session.plan_fix(d, fix)
         launched_by = None
         if plan.relaunches:
             r = plan.recipe_after
-            emit({"event": "launch", "launch": run.launches + 1, "recipe": r.id if r else None})
-        result = _apply(session, run, emit, plan, confirm, yes, step)
+            say(Launched(launch=run.launches + 1, recipe=r.id if r else None))
+        result = _apply(session, run, say, plan, confirm, yes, step)
         if result is None:
             break
         if plan.relaunches:
             run.launches += 1
             launched_by = result
-    return _done(session, run, emit)
+    return _done(session, run, say)
 
 
-def _adopt(session: Session, emit: EmitEvent, confirm: Confirm | None, yes: bool) -> Any:
+def _adopt(session: Session, emit: Say, confirm: Confirm | None, yes: bool) -> Any:
     """No recipe named: the deployment running now becomes one, once confirmed."""
     if session.running_engine() is None:
         raise SparkTuiError(
@@ -169,10 +185,10 @@ def _adopt(session: Session, emit: EmitEvent, confirm: Confirm | None, yes: bool
             "(recipe: ID) or with --recipe (spark-tui recipes list)"
         )
     recipe, text = session.adopt_running()
-    emit({"event": "adopt", "recipe": recipe.id, "text": text})
+    emit(Adopted(recipe=recipe.id, text=text))
     question = f"Adopt the deployment running now as recipe {recipe.id} and use it?"
     if not yes and (confirm is None or not confirm(question, ())):
-        emit({"event": "refused", "fix": "adopt", "why": "not confirmed: nothing saved"})
+        emit(Refused(fix="adopt", why="not confirmed: nothing saved"))
         return None
     session.save_adopted(recipe, text)
     return session.recipe()
@@ -190,7 +206,7 @@ def _run(
 def _apply(
     session: Session,
     run: UpRun,
-    emit: EmitEvent,
+    emit: Say,
     plan: FixPlan,
     confirm: Confirm | None,
     yes: bool,
@@ -200,27 +216,28 @@ def _apply(
     before = session.recipe()
     result = _run(session, plan, confirm, yes, step)
     if result is None:
-        emit({"event": "refused", "fix": plan.fix.id, "why": "not confirmed: nothing ran"})
+        emit(Refused(fix=plan.fix.id, why="not confirmed: nothing ran"))
         return None
     run.fixes.append((plan.wall, plan.fix.id))
-    event: dict[str, Any] = {
-        "event": "fix",
-        "wall": plan.wall,
-        "fix": plan.fix.id,
-        "risk": plan.fix.risk,
-        "nodes": list(plan.nodes),
-        "ok": result.ok,
-        "summary": result.summary(),
-    }
     after = session.recipe()
-    if after is not None and (
+    changed = after is not None and (
         before is None or (after.id, after.revision) != (before.id, before.revision)
-    ):
-        event["recipe"] = after.id
-        event["revision"] = after.revision
-        if before is not None and after.id != before.id:
-            event["switched_from"] = before.id
-    emit(event)
+    )
+    emit(
+        FixApplied(
+            wall=plan.wall,
+            fix=plan.fix.id,
+            risk=plan.fix.risk,
+            nodes=tuple(plan.nodes),
+            ok=result.ok,
+            summary=result.summary(),
+            recipe=after.id if changed and after else None,
+            revision=after.revision if changed and after else None,
+            switched_from=before.id
+            if changed and before is not None and after is not None and after.id != before.id
+            else None,
+        )
+    )
     return result
 
 
@@ -233,7 +250,7 @@ def _soak(session: Session, requests: int) -> bool:
     if recipe is None or requests <= 0:
         return True
     smoke = [s for s in render_plan(recipe, session.config).steps if s.kind == "smoke"]
-    runner = LaunchRunner(session.transports, session.clock)
+    runner = LaunchRunner(session.transports, session.clock, matcher=session.matcher)
     return all(runner.run_step(smoke[-1]).ok for _ in range(requests)) if smoke else True
 
 
@@ -255,7 +272,7 @@ def _next_fix(session: Session, errors: list[Diagnosis]) -> tuple[Diagnosis | No
         errors,
         key=lambda d: (
             SEVERITY_RANK[d.severity],
-            not d.source.endswith("readings"),
+            d.source.kind != READINGS,
             d.first_seen,
         ),
     )
@@ -267,21 +284,18 @@ def _next_fix(session: Session, errors: list[Diagnosis]) -> tuple[Diagnosis | No
     return None, None
 
 
-def _done(session: Session, run: UpRun, emit: EmitEvent) -> dict[str, Any]:
+def _done(session: Session, run: UpRun, emit: Say) -> dict[str, Any]:
     recipe = session.recipe()
-    active = [
-        {"wall": d.wall.id, "severity": d.severity, "node": d.node}
-        for d in session.diagnoses()
-        if d.severity != "info"
-    ]
-    done = {
-        "event": "done",
-        "serving": run.serving,
-        "launches": run.launches,
-        "recipe": recipe.id if recipe else None,
-        "tok_s": run.tok_s,
-        "fixes": [{"wall": w, "fix": f} for w, f in run.fixes],
-        "active": active,
-    }
-    emit(done)
-    return done
+    done = Done(
+        serving=run.serving,
+        launches=run.launches,
+        recipe=recipe.id if recipe else None,
+        tok_s=run.tok_s,
+        fixes=tuple(AppliedFix(wall=w, fix=f) for w, f in run.fixes),
+        active=tuple(
+            ActiveWall(wall=d.wall.id, severity=d.severity, node=d.node)
+            for d in session.diagnoses()
+            if d.severity != "info"
+        ),
+    )
+    return emit(done)

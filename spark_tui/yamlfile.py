@@ -11,9 +11,7 @@ FIFO would block the read for ever).
 
 from __future__ import annotations
 
-import os
 import re
-import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -35,6 +33,7 @@ class LDict(dict):
 
     line: int = 0
     key_lines: dict[str, int]
+    duplicates: list[tuple[str, int]] = []  # noqa: RUF012 - set per instance by parse_yaml
 
     def line_of(self, key: str) -> int:
         return self.key_lines.get(key, self.line)
@@ -62,8 +61,12 @@ class _Loader(yaml.SafeLoader):
     """SafeLoader with limits on depth, aliases and expanded size, checked while the
     document is composed (before anything is built from it)."""
 
-    def __init__(self, stream: str) -> None:
+    def __init__(self, stream: str, last_key_wins: bool = False) -> None:
         super().__init__(stream)
+        # PyYAML's own reading of a key given twice (the last value wins), for files of a
+        # tool that reads them so (eugr's recipes): each such key and its line is kept
+        self.last_key_wins = last_key_wins
+        self.duplicates: list[tuple[str, int]] = []
         self._depth = 0
         self._aliases = 0
         self._nodes = 0
@@ -159,7 +162,9 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> LDict:
             # YAML 1.1 reads a bare `on:` / `yes:` key as a boolean; keys are names, so keep
             # the text as written (SCHEMA.md's actions use `on: all`).
             skey = key_node.value
-        if skey in result:
+        if skey in result and loader.last_key_wins:
+            loader.duplicates.append((skey, key_node.start_mark.line + 1))
+        elif skey in result:
             raise yaml.constructor.ConstructorError(
                 None, None, f"duplicate key {skey!r}", key_node.start_mark
             )
@@ -179,12 +184,16 @@ _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _constru
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
 
 
-def parse_yaml(text: str, file: str) -> Any:
+def parse_yaml(text: str, file: str, last_key_wins: bool = False) -> Any:
     """Parse YAML text; a syntax error, or input past the limits above, becomes an
     InputError naming file and line. A text parsed before (the same bytes, the same
-    parser) is taken from the cache (spark_tui.yaml_cache) instead."""
+    parser) is taken from the cache (spark_tui.yaml_cache) instead. A key given twice is
+    an error, unless `last_key_wins`: then the last value is kept and the top mapping's
+    `duplicates` lists (key, line) of each repeat."""
     if len(text) > MAX_BYTES:
         raise InputError(f"larger than {MAX_BYTES // 1024} KiB: refused", file, 1)
+    if last_key_wins:
+        return _parse(text, file, last_key_wins=True)
     key = yaml_cache.key_of(f"{MAX_DEPTH},{MAX_ALIASES},{MAX_NODES}\n{text}")
     kept = yaml_cache.get(key)
     if kept is not None:
@@ -194,7 +203,10 @@ def parse_yaml(text: str, file: str) -> Any:
         encoded = _encode(data)
     except _NotKept:
         return data
-    yaml_cache.put(key, encoded)
+    from spark_tui.redact import redact
+
+    if redact(text) == text:  # a text holding a secret (a recipe's HF_TOKEN) is not copied
+        yaml_cache.put(key, encoded)
     return data
 
 
@@ -237,11 +249,14 @@ def _decode(value: Any) -> Any:
     return items_list
 
 
-def _parse(text: str, file: str) -> Any:
+def _parse(text: str, file: str, last_key_wins: bool = False) -> Any:
     loader = None
     try:
-        loader = _Loader(text)  # checks every character first (a ReaderError)
-        return loader.get_single_data()
+        loader = _Loader(text, last_key_wins)  # checks every character first (a ReaderError)
+        data = loader.get_single_data()
+        if isinstance(data, LDict):
+            data.duplicates = list(loader.duplicates)
+        return data
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else 1
@@ -265,26 +280,15 @@ def _parse(text: str, file: str) -> Any:
 def read_text(path: Path, max_bytes: int = MAX_BYTES) -> str:
     """A regular file's text (UTF-8), at most max_bytes: an InputError naming the file
     for anything else (missing, unreadable, a FIFO or device, too large, not UTF-8)."""
+    from spark_tui.safefile import read_capped
+
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        data = read_capped(path, max_bytes)
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", str(path)) from None
-    try:
-        st = os.fstat(fd)
-        if stat.S_ISDIR(st.st_mode):
-            raise InputError("cannot read: it is a directory", str(path))
-        if not stat.S_ISREG(st.st_mode):
-            raise InputError("cannot read: not a regular file", str(path))
-        if st.st_size > max_bytes:
-            raise InputError(f"larger than {max_bytes // 1024} KiB: refused", str(path))
-        with os.fdopen(fd, "rb", closefd=False) as fh:
-            data = fh.read(max_bytes + 1)
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror or exc}", str(path)) from None
-    finally:
-        os.close(fd)
-    if len(data) > max_bytes:
-        raise InputError(f"larger than {max_bytes // 1024} KiB: refused", str(path))
+    except ValueError as exc:
+        why = str(exc)
+        raise InputError(why if "refused" in why else f"cannot read: {why}", str(path)) from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -307,8 +311,11 @@ def line_of(container: Any, key: str | int) -> int | None:
 
 
 class _Identified(Protocol):
-    id: str
-    source: str
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def source(self) -> str: ...
 
 
 T = TypeVar("T", bound=_Identified)
@@ -348,7 +355,10 @@ def load_id_dir(directory: Path, parse: Callable[[Any, str], T], kind: str) -> d
 
 
 def load_id_files(
-    directory: Path, parse: Callable[[Any, str], T], kind: str
+    directory: Path,
+    parse: Callable[[Any, str], T],
+    kind: str,
+    load: Callable[[Path], Any] | None = None,
 ) -> tuple[dict[str, T], list[InputError]]:
     """Every *.yaml / *.yml in a directory that loads, and the errors (file:line) of those
     that do not: one bad file never hides the others (recipes load this way)."""
@@ -362,7 +372,7 @@ def load_id_files(
     errors: list[InputError] = []
     for path in paths:
         try:
-            data = load_yaml(path)
+            data = (load or load_yaml)(path)
         except InputError as exc:
             errors.append(exc)
             continue
@@ -379,7 +389,8 @@ def load_id_files(
             errors.append(
                 InputError(f"duplicate {kind} id {item.id!r} (also in {also})", str(path), 1)
             )
-        elif path.stem != item.id:
+        elif path.stem != item.id and getattr(item, "origin", "") != "eugr":
+            # (an eugr recipe's id is its file name, lower-cased: eugr runs any file name)
             errors.append(
                 InputError(
                     f"the {kind} {item.id!r} must be in {item.id}{path.suffix}", str(path), 1

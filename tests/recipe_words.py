@@ -92,11 +92,11 @@ def community_items(path: Path) -> tuple[set[tuple[str, str]], dict[str, str | N
     values: dict[str, Any] = {k: v for k, v in (data.get("defaults") or {}).items()}
     values.setdefault("model", data.get("model"))
     command = data["command"]
-    eugr = str(data.get("recipe_version", "1")) == "1" and "runtime" not in data
-    if eugr:  # run-recipe.py fills it with str.format: doubled braces are braces
-        command = command.replace("{{", "\x00").replace("}}", "\x01")
-    command = re.sub(r"\{(\w+)\}", lambda m: _text(values[m[1]]), command)
-    command = command.replace("\x00", "{").replace("\x01", "}")
+    eugr = "runtime" not in data  # eugr's files have no runtime, whatever their version
+    if eugr:  # run-recipe.py fills it with Python's str.format: doubled braces are braces
+        command = command.format(**{k: _text(v) for k, v in values.items()})
+    else:
+        command = re.sub(r"\{(\w+)\}", lambda m: _text(values[m[1]]), command)
     words = shlex.split(re.sub(r"\\[ \t]*\n", " ", command), comments=True)
     engine = "sglang" if "sglang" in " ".join(words[:3]) else "vllm"
     flags: dict[str, str | None] = {}
@@ -113,6 +113,8 @@ def community_items(path: Path) -> tuple[set[tuple[str, str]], dict[str, str | N
     for flag in ("--model", "--model-path"):
         if flags.get(flag):
             model = str(flags.pop(flag))
+    if eugr:  # run-recipe.py strips it (no-Ray multi-node, or solo)
+        flags.pop("--distributed-executor-backend", None)
     env = {(str(k), _text(v)) for k, v in (data.get("env") or {}).items()}
     return env, flags, model
 

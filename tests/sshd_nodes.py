@@ -31,8 +31,8 @@ API
   .set_file(name, text), .remove_tool(name), .sshd_log().
   Data files the shims read: query-gpu.csv, query-apps.csv, nvidia-smi.txt, dmon.txt,
   docker-ps.jsonl, ray-status.txt, image-id.txt, serve.log (docker logs), ip-o-link.txt,
-  ip-br-addr.txt, ibdev2netdev.txt, dmesg.txt, ps.txt (`ps -ww -eo pid=,args=`; none by
-  default), meminfo.txt and boot.txt (boot id + uptime; else the real /proc files),
+  ip-br-addr.txt, ibdev2netdev.txt, dmesg.txt, ps.txt (`ps -ww -eo pid=,uid=,args=`; none by
+  default; a file ps-real: this machine's real `ps`), meminfo.txt and boot.txt (boot id + uptime; else the real /proc files),
   ping-reachable, sudo-needs-password (present = sudo -n refuses), sudo-allows (present:
   the only command lines `sudo -n -l CMD` allows, one a line, like a narrow sudoers rule).
 - shim_node(dir, name) → an SshdNode set up but not started: its bin_dir on a
@@ -114,8 +114,9 @@ case "$*" in
 esac
 """,
     "ibdev2netdev": r"""/bin/cat "$D/ibdev2netdev.txt" """,
-    # the node's processes are its data, never this machine's (ps -ww -eo pid=,args=)
-    "ps": r"""/bin/cat "$D/ps.txt" 2>/dev/null; exit 0""",
+    # the node's processes are its data, never this machine's (ps -ww -eo pid=,uid=,args=),
+    # unless the test asks for the real ones (a file `ps-real`)
+    "ps": r"""[ -f "$D/ps-real" ] && exec /bin/ps "$@"; /bin/cat "$D/ps.txt" 2>/dev/null; exit 0""",
     "dmesg": r"""/bin/cat "$D/dmesg.txt" 2>/dev/null; exit 0""",
     "sudo": r"""
 if [ -f "$D/sudo-needs-password" ]; then echo "sudo: a password is required" >&2; exit 1; fi

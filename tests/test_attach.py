@@ -86,7 +86,7 @@ def test_a_bare_vllm_serve_on_a_real_node_is_found_and_its_log_file_followed(
     fake.parent.mkdir()
     fake.write_text(
         "#!/bin/sh\necho 'INFO Starting vLLM API server'\nsleep 1\n"
-        f"echo {json.dumps(FREE_MEMORY_LINE)}\nexec sleep 120\n"
+        f"echo {json.dumps(FREE_MEMORY_LINE)}\nsleep 120\n"  # no exec: sh stays the engine
     )
     fake.chmod(0o755)
     log = tmp_path / "serve.log"
@@ -101,7 +101,7 @@ def test_a_bare_vllm_serve_on_a_real_node_is_found_and_its_log_file_followed(
         # what `ps` on that node shows (the node's own processes only: a test machine runs
         # every test node's processes)
         node.set_file(
-            "ps.txt", f"{engine.pid} /bin/sh {fake} serve fake-org/fake-model --port 18123\n"
+            "ps.txt", f"{engine.pid} 0 /bin/sh {fake} serve fake-org/fake-model --port 18123\n"
         )
         config = one_sshd_node.write_cluster_yaml()
         with open_cluster(config) as session:
@@ -149,3 +149,31 @@ def test_a_bad_logs_entry_is_refused_with_its_line(tmp_path: Path, capsys) -> No
     assert main(["status", "--config", str(config)]) == 2
     err = capsys.readouterr().err
     assert f"{config}:6:" in err and "logs item 1" in err
+
+
+def test_evidence_of_an_attached_eugr_deployment_reads_its_container(tmp_path: Path) -> None:
+    """Attached to eugr's vllm_node (no recipe), evidence is read in vllm_node, not in a
+    `ray-head` that is not there; with no serving container known, each item read in a
+    container fails, saying so (never an empty success)."""
+    from spark_tui.remedy.evidence import collect_evidence
+
+    with open_cluster(scenario="attach-eugr", speed=120) as session:
+        session.start(lambda e: None)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and "spark1" not in session.serving_containers():
+            time.sleep(0.2)
+        found = session.serving_containers()
+        assert found.get("spark1") == "vllm_node"
+        items = ["log-tail", "nccl-libraries", "py-spy"]
+        res = collect_evidence(
+            items, ["spark1"], session.transports, None, root=tmp_path, containers=found
+        )
+        text = {p.name: p.read_text() for p in res.files}
+        assert "$ docker exec vllm_node sh -c" in text["spark1-nccl-libraries.txt"]
+        assert "$ docker exec vllm_node sh -c" in text["spark1-py-spy.txt"]
+        assert "$ docker logs --tail 500 vllm_node" in text["spark1-log-tail.txt"]
+        assert "ray-head" not in "".join(text.values())
+        assert "spark1 log-tail" not in res.failures and "spark1 py-spy" not in res.failures
+        none = collect_evidence(items, ["spark1"], session.transports, None, root=tmp_path / "x")
+        assert set(none.failures) == {f"spark1 {i}" for i in items}
+        assert all("no serving container" in p.read_text() for p in none.files)

@@ -110,11 +110,11 @@ def test_watch_and_fix_and_trust_on_a_silent_port(
     lines = watch.stderr.splitlines()
     assert silent in lines and set(lines) <= {silent, "spark-tui: spark1: reachable again"}
     events = [json.loads(line) for line in watch.stdout.splitlines()]
-    assert {
-        "event": "unreachable",
-        "node": "silent",
-        "reason": f"{address}:{port} {HANDSHAKE}",
-    } in events
+    unreachable = [e for e in events if e["event"] == "unreachable" and e["node"] == "silent"]
+    assert unreachable and all(
+        e["reason"] == f"{address}:{port} {HANDSHAKE}" and e["reachable"] is False and e["time"]
+        for e in unreachable
+    )
 
     dry = cli(
         "--config", str(config), "fix", "restart-loop", "--fix", "restart-policy-no", "--dry-run"

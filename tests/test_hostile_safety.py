@@ -16,7 +16,7 @@ from spark_tui.errors import InputErrors
 from spark_tui.kb.loader import load_dir, load_knowledge
 from spark_tui.kb.safety import check_fix, command_effects
 from spark_tui.remedy.render import evidence_command, preview_lines
-from spark_tui.sudoers import root_commands, sudoers_hint, sudoers_rule
+from spark_tui.remedy.sudoers import root_commands, sudoers_hint, sudoers_rule
 from tests.conftest import require_tool
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -155,15 +155,28 @@ def json_quote(text: str) -> str:
         "sync",
         "nvidia-smi --query-gpu=memory.used --format=csv",
         "ip -br addr",
-        "docker update --restart=no ray-head",
         "find -L $HOME/.cache/huggingface/hub -name '*.safetensors' -printf '%s %p\\n'",
         "echo done > /dev/null",
-        "echo done | tee /dev/null /tmp/done.txt",
-        "cat /proc/meminfo > /tmp/meminfo.txt",
     ],
 )
 def test_read_only_commands_stay_safe_without_root(tmp_path: Path, command: str) -> None:
     assert lint(tmp_path, command=json_quote(command)) == []
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "docker update --restart=no ray-head",  # changes a container's configuration
+        "echo done | tee /dev/null /tmp/done.txt",  # writes a file (a planted symlink …)
+        "cat /proc/meminfo > /tmp/meminfo.txt",
+    ],
+)
+def test_commands_that_change_something_are_not_safe_even_in_scratch(
+    tmp_path: Path, command: str
+) -> None:
+    (error,) = lint(tmp_path, command=json_quote(command))
+    assert error.startswith("F:12: fix 1 (my-fix): risk is safe, but action 1 is not known to")
+    assert lint(tmp_path, command=json_quote(command), risk="disruptive") == []
 
 
 def test_a_root_command_must_not_need_a_shell(tmp_path: Path) -> None:
@@ -271,14 +284,15 @@ def test_the_hint_for_a_node_names_its_interface() -> None:
     hint = sudoers_hint(values={"node.fabric_if": "enp1s0f0np0"}, user="milo")
     assert "/usr/sbin/ip link set dev enp1s0f0np0 mtu 9000" in hint
     assert "  milo ALL=(root) NOPASSWD: SPARK_TUI" in hint
-    assert "/usr/sbin/ip link set dev * mtu 9000" in sudoers_hint()
+    # no `*` (it matches spaces): one word of an interface name's characters
+    assert "/usr/sbin/ip ^link set dev [A-Za-z0-9_.\\:-]{1\\,15} mtu 9000$" in sudoers_hint()
 
 
 def test_every_command_that_runs_as_root_is_in_the_rule() -> None:
     """The rule comes from the same action registry as what runs: plan every fix of the
     knowledge base for a two-node cluster (as the engine does), render every evidence
     item, strip `sudo -n`: each root command is in the rule for that node."""
-    from spark_tui.kb.schema import EVIDENCE_ITEMS
+    from spark_tui.action_schemas import EVIDENCE_ITEMS
     from spark_tui.nodes.cluster import ClusterConfig, NodeConfig
     from spark_tui.remedy.actions import kind
     from spark_tui.remedy.actions.base import PlanContext

@@ -203,12 +203,12 @@ def test_monitor_over_real_sshd_survives_a_drop(sshd_cluster: SshdCluster) -> No
     assert not any(t.is_alive() for t in mon._threads)
 
 
-# Ray's daemons as `ps -ww -eo pid=,args=` shows them on a head (binaries under Ray's package:
+# Ray's daemons as `ps -ww -eo pid=,uid=,args=` shows them on a head (binaries under Ray's package:
 # ray/core/src/ray/gcs/gcs_server and ray/core/src/ray/raylet/raylet)
 _RAY = "/usr/local/lib/python3.12/dist-packages/ray/core/src/ray"
 RAY_HEAD_PS = (
-    f"   4211 {_RAY}/gcs/gcs_server --log_dir=/tmp/ray/session_latest/logs --gcs_server_port=6379\n"
-    f"   4390 {_RAY}/raylet/raylet --node_ip_address=10.10.10.1 --object_manager_port=0\n"
+    f"   4211     0 {_RAY}/gcs/gcs_server --log_dir=/tmp/ray/session_latest/logs --gcs_server_port=6379\n"
+    f"   4390     0 {_RAY}/raylet/raylet --node_ip_address=10.10.10.1 --object_manager_port=0\n"
 )
 
 
@@ -232,7 +232,7 @@ def test_one_remote_session_per_round_and_slow_sections_every_nth(sshd_cluster: 
     assert node.sshd_log().count("Starting session: command") == 8
     assert t.connects == 1
     calls = node.commands()
-    assert sum(c.startswith("ps -ww -eo pid=,args=") for c in calls) == 7  # every round
+    assert sum(c.startswith("ps -ww -eo pid=,uid=,args=") for c in calls) == 7  # every round
     # `ray status` only where ps saw Ray's gcs_server: in round 1 right after ps saw it, then
     # in the slow round 4; never once the head is gone (not even in the slow round 7)
     ray_calls = [c for c in calls if c.startswith("docker exec")]

@@ -1,4 +1,4 @@
-"""knowledge/ and recipes/ ship inside the wheel: a non-editable install, run elsewhere, finds them."""
+"""knowledge/, recipes/ and the JSON Schema ship inside the wheel: a non-editable install, run elsewhere, finds them."""
 
 from __future__ import annotations
 
@@ -31,7 +31,9 @@ def test_wheel_install_finds_knowledge_and_recipes(tmp_path: Path) -> None:
         "import spark_tui.paths as p, sys;"
         "k, r = p.builtin_knowledge_dir(), p.builtin_recipes_dir();"
         "print(k); print(r);"
-        "sys.exit(0 if '_data' in str(k) and any(k.glob('*.yaml')) and r.is_dir() else 1)"
+        "from spark_tui.event_lines import schema;"
+        "sys.exit(0 if '_data' in str(k) and any(k.glob('*.yaml')) and r.is_dir()"
+        " and schema()['$defs']['event'] else 1)"
     )
     proc = subprocess.run(
         [str(py), "-I", "-c", code], capture_output=True, text=True, cwd=elsewhere, env=env

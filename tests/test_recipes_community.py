@@ -59,14 +59,23 @@ def test_the_issue_file_no_longer_hides_the_catalogue(capsys: pytest.CaptureFixt
 
 def test_eugr_recipe_maps_executor_nodes_env_and_placeholders() -> None:
     r = load_file(COMMUNITY / "eugr/minimax-m2.7-nvfp4.yaml")
-    assert (r.engine, r.executor, r.nodes) == ("vllm", "ray", 2)
+    # eugr's default multi-node launch is no-Ray (vllm serve --nnodes … on every node)
+    assert (r.engine, r.executor, r.nodes) == ("vllm", "mp", 2)
+    assert r.serve.node_args["--master-port"] == 29501 and r.serve.worker_args == {
+        "--headless": True
+    }
+    assert "--distributed-executor-backend" not in r.serve.args
+    ray = r.with_profile("ray")
+    assert ray.executor == "ray" and ray.serve.args["--distributed-executor-backend"] == "ray"
+    assert not ray.serve.node_args and ray.ray.port == 29501
     args = r.serve.args
     assert args["--tensor-parallel-size"] == 2 and "-tp" not in args
     assert args["--max-model-len"] == 196608 and args["--gpu-memory-utilization"] == 0.85
     # str.format escapes: {{…}} in the file is one JSON object for vLLM
     assert args["--compilation-config"].startswith('{"cudagraph_mode":"none"')
     assert r.serve.env["VLLM_NVFP4_GEMM_BACKEND"] == "flashinfer-cutlass"  # exported for serve
-    assert r.ray.env["NCCL_SOCKET_IFNAME"] == "{node.fabric_if}"
+    assert r.docker_env["NCCL_SOCKET_IFNAME"] == "{node.fabric_if}"
+    assert r.head_container == r.worker_container == "vllm_node"
     assert "built locally" in r.image_note and r.facts()["recipe.tp"] == 2
     solo = load_file(COMMUNITY / "eugr/openai-gpt-oss-120b.yaml")
     assert (solo.nodes, solo.executor) == (1, "mp")
@@ -166,7 +175,8 @@ def test_import_writes_an_editable_spark_tui_file(
     assert written == sorted(p.name for p in (COMMUNITY / "eugr").glob("*.yaml"))
     text = (out_dir / "glm-5.3-flash.yaml").read_text()
     comments = [ln for ln in text.splitlines() if ln.startswith("#   line ")]
-    assert len(comments) == 2 and any("mods:" in c for c in comments)  # a line per field
+    # a line per field: each of the four mods (not in an eugr checkout here), pull_image
+    assert len(comments) == 5 and sum("mods:" in c for c in comments) == 4
     data = yaml.safe_load(text)
     assert "recipe_version" not in data and data["id"] == "glm-5.3-flash"
     assert data["serve"]["args"]["--tensor-parallel-size"] == 4

@@ -552,7 +552,7 @@ def test_a_full_disk_mid_fix_stops_it_before_the_command_and_keeps_the_journal_w
         f"""
         - id: touch
           title: Touch a file
-          risk: safe
+          risk: disruptive
           root: false
           actions:
             - type: run
@@ -597,7 +597,7 @@ def test_a_run_in_progress_is_not_interrupted_and_a_killed_one_names_the_cut_com
         f"""
         - id: slow
           title: Slow on spark2
-          risk: safe
+          risk: disruptive
           root: false
           actions:
             - type: run

@@ -135,7 +135,7 @@ def test_an_unreachable_node_fails_the_fix_with_its_name_and_nothing_runs_anywhe
         f"""
         - id: hello
           title: Say hello on every node
-          risk: safe
+          risk: disruptive
           root: false
           actions:
             - type: run
@@ -170,7 +170,7 @@ def test_a_node_that_drops_mid_command_is_journaled_as_connection_lost(
         f"""
         - id: slow
           title: A long command on the node where it was seen
-          risk: safe
+          risk: disruptive
           root: false
           actions:
             - type: run

@@ -87,12 +87,12 @@ def run(args: argparse.Namespace) -> int:
         neighbour_interfaces,
         read_node,
     )
-    from spark_tui.nodes.local import LocalTransport
     from spark_tui.nodes.ssh import default_known_hosts_path, default_ssh_config_path
+    from spark_tui.nodes.transports import open_transport
     from spark_tui.yamlfile import parse_yaml
 
     interactive = sys.stdin.isatty() and not args.yes
-    local = LocalTransport()
+    local = open_transport(NodeConfig("local", "local"))
     if args.no_probe and not args.from_file:
         raise InputError("--no-probe goes with --from FILE")
     imported = None
@@ -133,7 +133,15 @@ def run(args: argparse.Namespace) -> int:
     output = Path(args.output) if args.output else paths.config_dir() / "cluster.yaml"
     text = proposal.cluster_yaml() if proposal.nodes else ""
     if text:
-        parse_cluster(parse_yaml(text, str(output)), str(output))  # what we write must load
+        try:  # what we write must load
+            parse_cluster(parse_yaml(text, str(output)), str(output))
+        except InputError as exc:
+            if not args.from_file:
+                raise
+            # the value came from the input file: name it (the output was never written)
+            raise InputError(
+                f"{exc.reason} (in what it would make of it for {output})", args.from_file
+            ) from None
     written = None
     if text and (args.yes or (interactive and not args.json and _confirm(output))):
         written = _write(output, text)
@@ -166,19 +174,13 @@ def _write(output, text: str):
     from spark_tui import policy
 
     policy.refuse_if_read_only(f"write {output}")
-    import os
-
     from spark_tui.recipes.render import stamp_now
+    from spark_tui.safefile import write_atomic
 
     output.parent.mkdir(parents=True, exist_ok=True)
     if output.exists():
         output.rename(output.with_name(f"{output.name}.{stamp_now()}.bak"))
-    tmp = output.with_name(output.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    tmp.replace(output)
+    write_atomic(output, text, mode=0o644, own=False)  # a fresh temporary file: no planted symlink
     return output
 
 

@@ -30,6 +30,7 @@ def run(args: argparse.Namespace) -> int:
     from spark_tui.cli.present import ask_terminal, print_progress
     from spark_tui.errors import InputError
     from spark_tui.kb.diagnosis import Diagnosis
+    from spark_tui.kb.source import LOG, Source
     from spark_tui.session import open_cluster
 
     config = args.fix_config or getattr(args, "config", None)
@@ -48,11 +49,17 @@ def run(args: argparse.Namespace) -> int:
         if args.node:
             session.config.node(args.node)  # an unknown node is bad input
         seen = Diagnosis(
-            wall, f"{args.node or 'cluster'}:cli", 0, "named on the command line", node=args.node
+            wall,
+            Source(LOG, args.node, "command-line"),
+            0,
+            "named on the command line",
+            node=args.node,
         )
         plan = session.plan_fix(seen, fix)
         for broken in session.unfinished():
             print(f"spark-tui: note: {broken.describe()}", file=sys.stderr)
+        for skipped in session.journal.skipped:
+            print(f"spark-tui: note: {skipped}", file=sys.stderr)
         print("\n".join(plan.preview_lines()))
         if args.dry_run:
             print("# dry run: nothing was executed or journaled")

@@ -5,8 +5,6 @@ last smoke request. Read-only. Exit 1 when a node cannot be reached."""
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 
 from spark_tui.cli.options import add_cluster_source, config_of
 
@@ -27,9 +25,11 @@ def run(args: argparse.Namespace) -> int:
     with open_cluster(config_of(args), scenario=args.demo, no_config="refuse") as session:
         nodes = session.status()
         source = session.config.source
+        now = session.clock.now()
     if args.json:
-        json.dump({"cluster": source, "nodes": [n.to_json() for n in nodes]}, sys.stdout)
-        print()
+        from spark_tui.event_lines import StatusRead, dumps
+
+        print(dumps(StatusRead(cluster=source, nodes=tuple(n.to_json() for n in nodes), time=now)))
     else:
         from rich.table import Table
 

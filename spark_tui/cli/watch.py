@@ -8,13 +8,20 @@ first (as the TUI demo does). Runs until interrupted, or for --duration seconds.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import threading
-from datetime import datetime, timezone
-from typing import Any
+import time
+from collections.abc import Callable
 
 from spark_tui.cli.options import add_cluster_source, add_demo_options, config_of
+from spark_tui.event_lines import (
+    LineEvent,
+    NodeReach,
+    RelaunchDecided,
+    diagnosis_seen,
+    dumps,
+    wall_resolved,
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -32,35 +39,22 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
 
 
-def _iso(t: float) -> str:
-    return datetime.fromtimestamp(t, tz=timezone.utc).isoformat(timespec="seconds")
-
-
-def diagnosis_line(diagnosis, time: float) -> dict[str, object]:
-    """triage --json's entry plus the event, the node and the time (ISO 8601, UTC)."""
-    entry: dict[str, Any] = {"event": "diagnosis", **diagnosis.to_json()}
-    entry["node"] = diagnosis.node
-    entry["time"] = _iso(time)
-    if diagnosis.cause:
-        entry["cause"] = diagnosis.cause
-    return entry
-
-
 class EventPrinter:
     """A session listener: prints new diagnoses (and readings walls raised again), walls
     that resolved, nodes that dropped or came back."""
 
-    def __init__(self, as_json: bool, out=None) -> None:
+    def __init__(self, as_json: bool, out=None, now: Callable[[], float] = time.time) -> None:
         self.as_json = as_json
+        self.now = now  # the clock that stamps the lines the monitor's events do not
         self.out = out or sys.stdout
         self._lock = threading.Lock()
         self.crashed = threading.Event()
         self._down: set[str] = set()  # nodes said to be unreachable (so "again" is true)
         self._sure: dict[tuple[str, str], str] = {}  # confidence printed per wall and source
 
-    def write(self, obj: dict[str, Any], text: str) -> None:
+    def write(self, event: LineEvent, text: str) -> None:
         with self._lock:
-            self.out.write((json.dumps(obj, ensure_ascii=False) if self.as_json else text) + "\n")
+            self.out.write((dumps(event) if self.as_json else text) + "\n")
             self.out.flush()
 
     def __call__(self, event) -> None:
@@ -79,34 +73,36 @@ class EventPrinter:
                 self._down.discard(event.node)
             else:
                 self._down.add(event.node)
-            kind = "reachable" if r.reachable else "unreachable"
             text = f"spark-tui: {event.node}: " + (
                 "reachable again" if r.reachable else f"unreachable ({r.reason}), retrying"
             )
             if self.as_json:
-                self.write({"event": kind, "node": event.node, "reason": r.reason or None}, "")
+                self.write(
+                    NodeReach(
+                        node=event.node,
+                        reachable=r.reachable,
+                        reason=r.reason or None,
+                        time=self.now(),
+                    ),
+                    "",
+                )
             print(text, file=sys.stderr)
         elif isinstance(event, DiagnosisResolved):
             d = event.diagnosis
-            obj = {
-                "event": "resolved",
-                "wall": d.wall.id,
-                "node": d.node,
-                "file": d.source,
-                "how": d.resolution,
-                "time": _iso(event.time),
-            }
-            self.write(obj, f"{'resolved':7} {d.node or 'cluster':10} {d.wall.id}: {d.resolution}")
+            self.write(
+                wall_resolved(d, event.time),
+                f"{'resolved':7} {d.node or 'cluster':10} {d.wall.id}: {d.resolution}",
+            )
         elif isinstance(event, DiagnosisRaised):
             d = event.diagnosis
-            episode = d.source.endswith(":readings") or d.source == "recipe:checks"
+            episode = d.source.from_readings
             key = (d.wall.id, d.source)
             surer = self._sure.get(key, d.confidence) != d.confidence  # readings confirmed it
             self._sure[key] = d.confidence
             if event.new or episode or surer:
                 where = d.node or "cluster"
                 text = f"{d.severity:7} {where:10} {d.wall.id}: {d.evidence}"
-                self.write(diagnosis_line(d, event.time), text)
+                self.write(diagnosis_seen(d, event.time), text)
         elif isinstance(event, NodeSampled) and event.state.serving.phase == "crashed":
             self.crashed.set()
 
@@ -123,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
         keep_state=args.keep_state,
         no_config="refuse",
     ) as session:
+        printer.now = session.clock.now
         session.start(printer, period_s=args.period)
         try:
             if session.plays_launch:  # a scenario plays as its story did: its recipe launched
@@ -139,18 +136,24 @@ def run(args: argparse.Namespace) -> int:
 
 def _watch(session, printer: EventPrinter, stop: threading.Event, duration, auto: bool) -> None:
     """Wait for the duration (or forever); with `auto`, one relaunch per diagnosis after a crash."""
-    import time
-
     end = None if duration is None else time.monotonic() + duration
     while not stop.is_set():
         left = None if end is None else end - time.monotonic()
         if left is not None and left <= 0:
             return
-        if printer.crashed.wait(min(left, 1.0) if left is not None else 1.0) and auto:
-            printer.crashed.clear()
+        if not printer.crashed.wait(min(left, 1.0) if left is not None else 1.0):
+            continue
+        printer.crashed.clear()  # seen: without this the wait returns at once, for ever
+        if auto:
             decision = session.after_crash()
             printer.write(
-                {"event": "relaunch", "relaunch": decision.relaunch, "why": decision.reason},
+                RelaunchDecided(
+                    relaunch=decision.relaunch,
+                    why=decision.reason,
+                    wall=decision.wall,
+                    fix=decision.fix,
+                    time=session.clock.now(),
+                ),
                 f"after the crash: {decision.reason}",
             )
             if decision.relaunch and decision.wall and decision.fix:

@@ -11,9 +11,11 @@ from spark_tui.kb.schema import (
     CONFIRMED,
     FROM_LOG,
     SEVERITY_RANK,
+    SUSPECTED,
     Wall,
     severity_for,
 )
+from spark_tui.kb.source import LOG, Source
 
 if TYPE_CHECKING:
     from spark_tui.kb.matcher import Hit
@@ -34,7 +36,7 @@ class Diagnosis:
     """One wall seen in one source (a log file, a node's stream, a node's readings)."""
 
     wall: Wall
-    source: str
+    source: Source
     line: int  # first line of evidence (0 for reading rules)
     evidence: str
     count: int = 1
@@ -52,6 +54,7 @@ class Diagnosis:
     attempt: int = 0  # the launch attempt it was seen in (0: before any launch)
     confidence: str = FROM_LOG  # confirmed (by readings) | from-log | suspected
     confirm: list[tuple[Condition, ...]] = field(default_factory=list)  # what would confirm it
+    reason: str = ""  # why it is only suspected, when its signature alone does not say
 
     @property
     def active(self) -> bool:
@@ -107,6 +110,8 @@ class Diagnosis:
             "evidence": self.evidence,
             "fixes": list(self.fixes()),
         }
+        if self.reason and self.confidence == SUSPECTED:
+            out["reason"] = self.reason
         if not self.active:
             out["resolved"] = self.resolution
         return out
@@ -118,14 +123,14 @@ class DiagnosisBook:
     MAX_EVIDENCE_LINES = 20
 
     def __init__(self) -> None:
-        self._by_key: dict[tuple[str, str], Diagnosis] = {}
-        self._last_line: dict[tuple[str, str], int] = {}
-        self._source_order: dict[str, int] = {}
+        self._by_key: dict[tuple[str, Source], Diagnosis] = {}
+        self._last_line: dict[tuple[str, Source], int] = {}
+        self._source_order: dict[Source, int] = {}
 
     def add(
         self,
         wall: Wall,
-        source: str,
+        source: Source,
         line: int,
         evidence: str,
         *,
@@ -136,6 +141,7 @@ class DiagnosisBook:
         confidence: str = FROM_LOG,
         confirm: tuple[Condition, ...] = (),
         lines: tuple[tuple[int, str], ...] = (),
+        reason: str = "",
     ) -> tuple[Diagnosis, bool]:
         """Record one piece of evidence; returns the diagnosis and whether it is new.
 
@@ -159,6 +165,7 @@ class DiagnosisBook:
                 last_seen=now,
                 confidence=confidence,
                 confirm=[] if confidence == CONFIRMED else confirming_conditions(wall, confirm),
+                reason=reason,
             )
             self._choose_cause(diag, facts, facts_by_node)
             diag.check_confirmed(own_facts)
@@ -170,6 +177,7 @@ class DiagnosisBook:
             CONFIDENCE_RANK[confidence] < CONFIDENCE_RANK[diag.confidence]
         ):
             diag.confidence = confidence  # better evidence for the same wall
+            diag.reason = reason
             if confidence == FROM_LOG and confirm:
                 diag.confirm = confirming_conditions(wall, confirm)
         if own_facts:
@@ -200,13 +208,14 @@ class DiagnosisBook:
         node: str | None = None,
         now: float = 0.0,
         facts_by_node: dict[str, dict[str, object]] | None = None,
-        source: str | None = None,
+        source: Source | None = None,
     ) -> tuple[Diagnosis, bool]:
-        """Record a matcher hit, with its confidence and its evidence lines."""
+        """Record a matcher hit, with its confidence and its evidence lines; `source`
+        defaults to the file the matcher read (a log triaged offline)."""
         sig = hit.signature
         return self.add(
             hit.wall,
-            source or hit.source,
+            source or Source(LOG, None, hit.source),
             hit.line_no,
             hit.evidence,
             node=node,
@@ -215,6 +224,7 @@ class DiagnosisBook:
             confidence=hit.confidence,
             confirm=sig.confirm if sig else (),
             lines=hit.lines,
+            reason=hit.reason,
         )
 
     def confirm_with(self, facts_by_node: dict[str, dict[str, object]]) -> list[Diagnosis]:
@@ -258,7 +268,7 @@ class DiagnosisBook:
             self._by_key.values(), key=lambda d: (-d.last_seen, SEVERITY_RANK[d.severity])
         )
 
-    def get(self, wall_id: str, source: str) -> Diagnosis | None:
+    def get(self, wall_id: str, source: Source) -> Diagnosis | None:
         return self._by_key.get((wall_id, source))
 
     def __len__(self) -> int:

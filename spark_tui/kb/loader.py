@@ -18,6 +18,7 @@ from spark_tui.kb.schema import (
     ENGINES,
     FROM_LOG,
     KINDS,
+    PLACEHOLDERS,
     RISKS,
     SEVERITIES,
     SUSPECTED,
@@ -26,8 +27,11 @@ from spark_tui.kb.schema import (
     Cause,
     Fix,
     LogSignature,
+    MessageSource,
     ReadingRule,
     Wall,
+    lone_brace,
+    placeholders,
 )
 from spark_tui.yamlfile import LDict, LList, is_dir, line_of, load_id_dir
 
@@ -44,6 +48,7 @@ WALL_FIELDS = {
     "fixes": True,
     "references": True,
     "explain": False,
+    "sources": False,
 }
 LOG_SIG_FIELDS = {
     "log",
@@ -56,9 +61,11 @@ LOG_SIG_FIELDS = {
     "times",
     "confidence",
     "confirm",
+    "excerpt_times",
 }
 RULE_FIELDS = {"when", "for", "scope"}
 CAUSE_FIELDS = {"id", "title", "when", "fixes"}
+SOURCE_FIELDS = ("message", "project", "versions", "at")
 FIX_FIELDS = {"id", "title", "risk", "root", "actions", "verify", "note"}
 
 
@@ -189,6 +196,18 @@ def _signatures(
             if not isinstance(times, int) or isinstance(times, bool) or times < 1:
                 c.err(f"{where}: 'times' must be a positive number of lines", sig, "times")
                 times = 1
+            excerpt = sig.get("excerpt_times", 0)
+            if not isinstance(excerpt, int) or isinstance(excerpt, bool) or excerpt < 0:
+                c.err(f"{where}: 'excerpt_times' must be a number of lines", sig, "excerpt_times")
+                excerpt = 0
+            elif excerpt and not after:
+                c.err(
+                    f"{where}: 'excerpt_times' only means something with 'after'",
+                    sig,
+                    "excerpt_times",
+                )
+            elif excerpt and sig.get("then"):
+                c.err(f"{where}: 'excerpt_times' cannot go with 'then'", sig, "excerpt_times")
             confidence = c.choice(sig, "confidence", (FROM_LOG, SUSPECTED), where, FROM_LOG)
             confirm = (
                 c.conditions(sig["confirm"], sig, "confirm", f"{where} confirm")
@@ -209,6 +228,7 @@ def _signatures(
                         times=times,
                         confidence=confidence,
                         confirm=confirm,
+                        excerpt_times=excerpt,
                     )
                 )
         elif "when" in sig:
@@ -220,27 +240,59 @@ def _signatures(
                 for_s = 0
             scope = c.choice(sig, "scope", ("node", "cluster", "recipe"), where, default="node")
             if when:
-                rules.append(ReadingRule(when, float(for_s), scope, line_of(raw, i) or 0))  # type: ignore[arg-type]
+                rules.append(ReadingRule(when, float(for_s), scope, line_of(raw, i) or 0))  # type: ignore[arg-type]  # scope is one of SCOPES, checked above
         else:
             c.err(f"{where} needs 'log' (a regex) or 'when' (conditions over readings)", raw, i)
     return tuple(logs), tuple(rules)
 
 
+def _sources(c: _Collector, raw: Any, data: dict) -> tuple[MessageSource, ...]:
+    """The source map: the upstream messages that say this wall, each with its project,
+    the releases that print it and where (file:line at a tag)."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not raw:
+        c.err("'sources' must list the upstream messages that say this wall", data, "sources")
+        return ()
+    out = []
+    for i, src in enumerate(raw):
+        where = f"source {i + 1}"
+        if not c.fields(src, SOURCE_FIELDS, where, SOURCE_FIELDS):
+            continue
+        texts = {k: c.text(src, k, where) for k in SOURCE_FIELDS}
+        message = texts["message"]
+        unknown = sorted({n for n in placeholders(message) if n not in PLACEHOLDERS})
+        if unknown:
+            c.err(
+                f"{where}: unknown placeholder(s) {', '.join(unknown)} in the message"
+                f" (known: {', '.join(PLACEHOLDERS)}; write a brace as {{{{ or }}}})",
+                src,
+                "message",
+            )
+        elif lone_brace(message):
+            c.err(
+                f"{where}: a lone brace in the message (write it as {{{{ or }}}})", src, "message"
+            )
+        message, project, versions, at = (texts[k] for k in SOURCE_FIELDS)
+        out.append(MessageSource(message, project, versions, at, line=line_of(raw, i) or 0))
+    return tuple(out)
+
+
 def _action(c: _Collector, raw: Any, container: Any, index: int, where: str) -> Action | None:
-    """One action, checked against its kind in the registry (spark_tui.remedy.actions)."""
-    from spark_tui.remedy.actions import REGISTRY
+    """One action, checked against its kind's schema (spark_tui.action_schemas)."""
+    from spark_tui.action_schemas import SCHEMAS
 
     if not isinstance(raw, dict) or "type" not in raw:
         c.err(
-            f"{where}: an action is a mapping with a 'type' ({', '.join(REGISTRY)})",
+            f"{where}: an action is a mapping with a 'type' ({', '.join(SCHEMAS)})",
             container,
             index,
         )
         return None
-    kind = REGISTRY.get(raw["type"]) if isinstance(raw["type"], str) else None
+    kind = SCHEMAS.get(raw["type"]) if isinstance(raw["type"], str) else None
     if kind is None:
         c.err(
-            f"{where}: unknown action type {raw['type']!r} (known: {', '.join(REGISTRY)})",
+            f"{where}: unknown action type {raw['type']!r} (known: {', '.join(SCHEMAS)})",
             raw,
             "type",
         )
@@ -303,7 +355,7 @@ def _fixes(c: _Collector, raw: Any, data: dict) -> tuple[Fix, ...]:
             Fix(
                 fid,
                 c.text(fx, "title", where),
-                c.choice(fx, "risk", RISKS, where),  # type: ignore[arg-type]
+                c.choice(fx, "risk", RISKS, where),  # type: ignore[arg-type]  # one of RISKS: c.choice checked it
                 bool(root),
                 tuple(actions),
                 verify,
@@ -391,6 +443,7 @@ def parse_wall(data: Any, file: str) -> Wall:
             "references",
         )
         refs = []
+    sources = _sources(c, data.get("sources"), data)
     severity = c.choice(data, "severity", SEVERITIES, "the wall")
     if not fixes and severity != "info" and "fixes" in data and not data.get("explain"):
         c.err("a wall with no fix must say why in 'explain'", data, "fixes")
@@ -399,8 +452,8 @@ def parse_wall(data: Any, file: str) -> Wall:
     return Wall(
         id=wid,
         title=c.text(data, "title", "the wall"),
-        severity=severity,  # type: ignore[arg-type]
-        kind=kind,  # type: ignore[arg-type]
+        severity=severity,  # type: ignore[arg-type]  # one of SEVERITIES, checked above
+        kind=kind,  # type: ignore[arg-type]  # one of the kinds, checked above
         engines=tuple(engines),
         summary=" ".join(c.text(data, "summary", "the wall").split()),
         signatures=logs,
@@ -410,6 +463,7 @@ def parse_wall(data: Any, file: str) -> Wall:
         references=tuple(r.strip() for r in refs),
         explain=" ".join(str(data.get("explain") or "").split()),
         source=file,
+        sources=sources,
     )
 
 

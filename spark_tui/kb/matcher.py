@@ -21,7 +21,7 @@ length never raise and never lose the lines after them.
 
 from __future__ import annotations
 
-import re
+import functools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
@@ -42,7 +42,15 @@ from spark_tui.kb.engines import (
     spans_lines,
     within_line,
 )
-from spark_tui.kb.schema import FROM_LOG, LogSignature, Wall, severity_for
+from spark_tui.kb.schema import (
+    EXCERPT_REASON,
+    FROM_LOG,
+    SUSPECTED,
+    LogSignature,
+    Wall,
+    severity_for,
+)
+from spark_tui.untrusted import ESCAPES_BYTES, clean
 
 __all__ = [
     "CHUNK_BYTES",
@@ -61,7 +69,7 @@ MAX_CARRY = 8 << 20  # a line longer than this is matched in pieces
 EVIDENCE_CHARS = 2000
 MAX_WRAP_LINE = 4096  # a longer line was not made by a paste's wrapping
 
-_ESC = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+_ESC = ESCAPES_BYTES
 
 # pattern roles
 HEAD, THEN, AFTER, RESET, FRAG = "log", "then", "after", "reset", "fragment"
@@ -76,7 +84,7 @@ def strip_ansi(data: bytes) -> bytes:
 def to_text(line: bytes) -> str:
     """A log line as text for evidence: decoded leniently, control bytes made visible."""
     text = line[: EVIDENCE_CHARS * 4].decode("utf-8", errors="replace").rstrip("\r\n")
-    text = text.replace("\x00", "\ufffd").replace("\r", "")
+    text = clean(text, keep_newlines=False)
     return text[:EVIDENCE_CHARS] + ("…" if len(text) > EVIDENCE_CHARS else "")
 
 
@@ -91,10 +99,14 @@ class Hit:
     evidence: str
     signature: LogSignature | None = None
     lines: tuple[tuple[int, str], ...] = ()
+    reason: str = ""  # why it is only suspected, when the signature alone does not say
 
     @property
     def confidence(self) -> str:
-        """'from-log', or 'suspected' when the signature is a symptom only."""
+        """'from-log', or 'suspected' when the signature is a symptom only (or was
+        judged on a pasted excerpt's shape)."""
+        if self.reason:
+            return SUSPECTED
         return self.signature.confidence if self.signature else FROM_LOG
 
     @property
@@ -207,7 +219,9 @@ class Matcher:
                 for i in self._seam_ids
             }
             if all(e for e, _ in ends):
-                self.seam_ends = make_engine([EnginePattern(e, c) for e, c in sorted(ends)], name)
+                self.seam_ends = make_engine(
+                    [EnginePattern(e, c) for e, c in sorted(ends) if e is not None], name
+                )
 
     def stream(self) -> MatchStream:
         return MatchStream(self)
@@ -246,6 +260,11 @@ class _SourceState:
     runs: list[_Run] = field(default_factory=list)  # open runs
     joined: set[tuple[int, int]] = field(default_factory=set)  # (pattern, line) done
     walls_at: set[tuple[int, int]] = field(default_factory=set)  # (wall, line) of recent hits
+    bannered: set[int] = field(default_factory=set)  # signatures whose after/reset was seen
+    # signatures with `excerpt_times` whose line came before any `after`: count, first line
+    loose: dict[int, tuple[int, int, str, tuple[tuple[int, str], ...]]] = field(
+        default_factory=dict
+    )
 
 
 class MatchStream:
@@ -281,8 +300,10 @@ class MatchStream:
         si = p.sig_index
         if p.role == AFTER:
             st.armed.add(si)
+            st.bannered.add(si)
             return None
         if p.role == RESET:
+            st.bannered.add(si)
             st.armed.discard(si)
             st.counts.pop(si, None)
             return None
@@ -291,6 +312,9 @@ class MatchStream:
             return None
         if p.role == HEAD:
             if sig.after and si not in st.armed:
+                if sig.excerpt_times and si not in st.bannered:  # maybe an excerpt: count
+                    n, *first = st.loose.get(si, (0, line_no, to_text(text), lines))
+                    st.loose[si] = (n + 1, *first)  # type: ignore[assignment]  # the loose tuple's tail is kept as it was read
                 return None
             if sig.times > 1:
                 st.counts[si] = st.counts.get(si, 0) + 1
@@ -304,8 +328,8 @@ class MatchStream:
         if head is None or line_no - head[0] > sig.within:
             return None
         del st.pending[si]
-        first = lines or ((line_no, to_text(text)),)
-        return Hit(self.m.walls[wi], source, line_no, to_text(text), sig, (head, *first))
+        opening = lines or ((line_no, to_text(text)),)
+        return Hit(self.m.walls[wi], source, line_no, to_text(text), sig, (head, *opening))
 
     def _moot(self, st: _SourceState, pid: int) -> bool:
         """Whether a match of this pattern could change nothing now (a signature's
@@ -313,13 +337,15 @@ class MatchStream:
         `then` waiting for an `after` or a first line that has not come)."""
         p = self.m.patterns[pid]
         si = p.sig_index
+        sig = self.m.sigs[si][1]
+        excerpt = bool(sig.excerpt_times) and si not in st.bannered  # no banner yet
         if p.role == AFTER:
             return si in st.armed
         if p.role == RESET:
-            return si not in st.armed and si not in st.counts
+            return si not in st.armed and si not in st.counts and not excerpt
         if p.role == THEN:
             return si not in st.pending
-        return bool(self.m.sigs[si][1].after) and si not in st.armed
+        return bool(sig.after) and si not in st.armed and not excerpt
 
     # -- confirmation of one line --------------------------------------------------
     def _confirm(
@@ -420,7 +446,7 @@ class MatchStream:
                         line_no,
                         joined[m.start() : m.end()],
                         lines,
-                        lambda j=joined: j,
+                        functools.partial(bytes, joined),
                     )
                     if hit is not None and (p.wall_index, hit.line_no) not in st.walls_at:
                         st.walls_at.add((p.wall_index, hit.line_no))  # one hit a wall a line
@@ -555,6 +581,19 @@ class MatchStream:
         st.runs.clear()
         st.open = False
         st.pending.clear()
+        hits.extend(self._excerpt_hits(st, source))
+        return hits
+
+    def _excerpt_hits(self, st: _SourceState, source: str) -> list[Hit]:
+        """At the end of a file: the signatures that wait for a line (`after`) that the
+        file never held, judged on the excerpt's own shape (suspected, with the reason)."""
+        hits = []
+        for si, (n, line_no, evidence, lines) in sorted(st.loose.items()):
+            wi, sig = self.m.sigs[si]
+            if si not in st.bannered and n >= sig.excerpt_times:
+                reason = EXCERPT_REASON.format(n=n)
+                hits.append(Hit(self.m.walls[wi], source, line_no, evidence, sig, lines, reason))
+        st.loose.clear()
         return hits
 
     def _scan_body(
@@ -657,6 +696,7 @@ class MatchStream:
         cut = min(nth_line_end(body, lo, MULTI_LINES - 1), hi)
         seam = prefix + body[lo:cut]
         extra: list[tuple[int, int, frozenset[int] | None]] = []
+        assert self.m.seam is not None  # the caller checked: the matcher has seam patterns
         for s, e, ids in self.m.seam.candidates(seam):
             if s < len(prefix):
                 continue  # a line before this body: seen with it

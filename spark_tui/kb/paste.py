@@ -18,11 +18,12 @@ import itertools
 import re
 from collections.abc import Sequence
 
+from spark_tui.untrusted import ESCAPES_BYTES
+
 # ESC-led sequences (CSI, OSC, two-byte), their caret-notation form, and SGR/erase
 # codes whose ESC was stripped by the paste: "[0m", "[1;36m", "[0;0m", "[K"
 _COLOUR = re.compile(
-    rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]"
-    rb"|\^\[\[[0-9;?]*[@-~]"
+    ESCAPES_BYTES.pattern + rb"|\^\[\[[0-9;?]*[@-~]"
     rb"|\[[0-9]{1,3}(?:;[0-9]{1,3})*m"
 )
 
@@ -42,12 +43,20 @@ _RECORD = re.compile(
     rb"|(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL|NOTICE)\b"
     rb"|[IWEF]\d{4} \d\d:"
     rb"|Traceback \(most recent call last\)|File \""
-    rb"|[A-Za-z_][\w.]*(?:Error|Exception|Warning|Interrupt|Exit)(?::|\(|\s*$)"
     rb"|During handling of the above exception|The above exception was the direct cause"
 )
-# a prefix repeated on every line of one record: a logger's "(raylet) ", "[rank0]: ", or
-# `docker compose logs`' "vllm-1  | "
-_PREFIX_RX = rb"(?:\([^()\n]{1,80}\) ?|\[[^\[\]\n]{1,40}\]: ?|[\w.-]{1,60} +\| )"
+# an exception line ("ValueError: …"); after a long line cut inside a word ("…torch.distributed.Di"
+# then "stStoreError: …"), the same shape is the rest of that word, which a terminal wrapped
+# (a real exception line starts with a capital or a dotted module path: "ValueError", "torch.…")
+_WORD_REST = re.compile(rb"[a-z][A-Za-z0-9_]*(?:Error|Exception|Warning|Interrupt|Exit)(?::|\()")
+_EXCEPTION = re.compile(rb"[A-Za-z_][\w.]*(?:Error|Exception|Warning|Interrupt|Exit)(?::|\(|\s*$)")
+# a prefix repeated on every line of one record: a logger's "(raylet) ", "[rank0]: ",
+# `docker compose logs`' "vllm-1  | ", `kubectl logs --prefix`'s "[pod/NAME/CONTAINER] ",
+# or a markdown quote's "> "
+_PREFIX_RX = (
+    rb"(?:\([^()\n]{1,80}\) ?|\[[^\[\]\n]{1,40}\]: ?|[\w.-]{1,60} +\| "
+    rb"|\[pod/[^\[\]\n]{1,120}\] |(?:> ?)+)"
+)
 _PREFIX = re.compile(_PREFIX_RX)
 
 
@@ -69,6 +78,10 @@ def continues(prev: bytes, line: bytes, tail: bool = False) -> bytes | None:
     if m and prev.startswith(m.group(0)):  # the same logger prefix on both lines
         line = line[m.end() :]
     if _RECORD.match(line):
+        return None
+    if _EXCEPTION.match(line) and not (
+        len(prev) >= MIN_WRAP_COLS and prev[-1:].isalnum() and _WORD_REST.match(line)
+    ):
         return None
     return line
 
@@ -141,8 +154,9 @@ _END = rb"[ \r]*\n"  # padding may follow a break
 _START = rb"^ ?"  # a space may lead a continuation
 # where the words of a continuation may start: at the line's start, or after what a
 # paste put before them (a colour code without its ESC, "[0m"; a logger's "(raylet) ";
-# the "vllm-1  | " of `docker compose logs`); a space may come first
-_LEAD = rb"(?:^|\[[0-9;]{0,12}m|\| |\) ) ?"
+# the "vllm-1  | " of `docker compose logs`; kubectl's "[pod/…] "; a markdown quote's "> ");
+# a space may come first
+_LEAD = rb"(?:^|\[[0-9;]{0,12}m|\| |\) |\] |> ) ?"
 # between the two literals of a pair: the rest of a line, up to WRAP_FWD - 1 lines, a line's start
 PAIR_GAP = rb"[^\n]*\n(?:[^\n]*\n){0,%d}[^\n]*" % (WRAP_FWD - 1)
 

@@ -11,7 +11,11 @@ knowledge base) refuses a wall whose fix says otherwise, naming file and line:
   changing a link, a clock or a kernel setting is `disruptive`; a typed action is at
   least its kind's `min_risk` in the action registry (`stop-stack`, `relaunch`,
   `restart-ray`: disruptive; `reboot`, `move-aside`: destructive);
-- a fix with an action that runs as root says `root: true` itself.
+- a fix with an action that runs as root says `root: true` itself;
+- a fix is `safe` only when every command it runs is known to be read-only, by what it
+  can do rather than what it is called (spark_tui.kb.readonly): anything else (an
+  interpreter, `eval`, `busybox`, a substitution building a word, a pipe into a shell, a
+  redirection that writes) is at least `disruptive`.
 
 The reading of shell commands is conservative: a word that looks like a command
 anywhere (after `;`, `&&`, `|`, `$(`, `do`, `sh -c`, `xargs`, `find -exec` …) counts.
@@ -24,6 +28,8 @@ import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from spark_tui.action_schemas import SCHEMAS
+from spark_tui.kb.readonly import read_only_problem
 from spark_tui.kb.schema import Action, Fix
 
 RISK_ORDER = {"safe": 0, "disruptive": 1, "destructive": 2}
@@ -152,7 +158,17 @@ _NVIDIA_SMI_CHANGES = re.compile(
 _ETHTOOL_CHANGES = re.compile(r"^(-[sKGLACrEfW]|--(set|change|reset|flash|offload).*)$")
 _SCRATCH = ("/tmp/", "/var/tmp/", "/dev/shm/")
 _HARMLESS_TARGETS = ("/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty")
-_SYSTEM = ("/etc/", "/boot/", "/usr/", "/lib", "/bin/", "/sbin/", "/var/lib/", "/opt/", "/root/")
+_SYSTEM: tuple[str, ...] = (
+    "/etc/",
+    "/boot/",
+    "/usr/",
+    "/lib",
+    "/bin/",
+    "/sbin/",
+    "/var/lib/",
+    "/opt/",
+    "/root/",
+)
 _SYSTEM += ("/dev/", "/sys/", "/proc/", "/srv/", "/var/log/")
 DROP_CACHES_PATH = "/proc/sys/vm/drop_caches"
 
@@ -406,13 +422,8 @@ class Problem:
 def action_root(action: Action) -> bool:
     """Whether the action runs something as root (sudo -n): its kind always does (reboot),
     or a command it plans does (`root: true`; move-aside unless `root: false`)."""
-    from spark_tui.remedy.actions import REGISTRY
-    from spark_tui.sudoers import planned_commands
-
-    kind = REGISTRY.get(action.type)
-    if kind is not None and kind.needs_root:
-        return True
-    return any(c.root for c in planned_commands(action))
+    schema = SCHEMAS.get(action.type)
+    return schema is not None and schema.runs_root(action.params)
 
 
 def _placeholders_as_words(command: str) -> str:
@@ -426,12 +437,10 @@ def check_fix(fix: Fix) -> list[Problem]:
     problems: list[Problem] = []
     needed, needed_why = "safe", ""
     root_actions: list[int] = []
-    from spark_tui.remedy.actions import REGISTRY
-
     for i, action in enumerate(fix.actions):
         if action_root(action):
             root_actions.append(i)
-        kind = REGISTRY.get(action.type)
+        kind = SCHEMAS.get(action.type)
         risk = kind.min_risk if kind is not None else "safe"  # the kind's own floor
         if RISK_ORDER[risk] > RISK_ORDER[needed]:
             needed, needed_why = risk, f"action {i + 1} is a {action.type}"
@@ -472,6 +481,14 @@ def check_fix(fix: Fix) -> list[Problem]:
             what = eff.risk_why
             what = what if what.startswith(("writes ", "commands ")) else f"runs {what}"
             needed, needed_why = eff.risk, f"action {i + 1} {what}"
+        if needed == "safe":  # safe only when every part of it is known to be read-only
+            why_not = read_only_problem(_placeholders_as_words(command))
+            if why_not is not None:
+                needed = "disruptive"
+                needed_why = (
+                    f"action {i + 1} is not known to be read-only ({why_not}); only commands "
+                    "known to read and never change anything are safe"
+                )
     if RISK_ORDER[needed] > RISK_ORDER.get(fix.risk, 0):
         problems.append(
             Problem(

@@ -7,9 +7,11 @@ the reference for authors.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from spark_tui.action_schemas import SCHEMAS
 from spark_tui.kb.conditions import Condition
 
 Severity = Literal["error", "warning", "info"]
@@ -39,17 +41,8 @@ def severity_for(severity: str, confidence: str) -> str:
     return {"error": "warning", "warning": "info"}.get(severity, severity)
 
 
-# Action types, their fields and what they do: the registry of spark_tui.remedy.actions.
-EVIDENCE_ITEMS: tuple[str, ...] = (
-    "log-tail",
-    "py-spy",
-    "readings",
-    "kernel-log-previous-boot",
-    "pstore",
-    "nvidia-bug-report",
-    "nccl-libraries",
-)
-PATCH_TARGETS: tuple[str, ...] = ("serve", "ray", "docker")
+# Action types, their fields and what they do: spark_tui.action_schemas (the floor under
+# the knowledge base and the remedy's registry, spark_tui.remedy.actions).
 
 
 @dataclass(frozen=True)
@@ -58,7 +51,9 @@ class LogSignature:
     within `within` lines after the first (multi-line evidence); with `after`, a
     regex that must have matched earlier in the same log (and `reset`, not since);
     with `times`, the number of matching lines it takes; with `unless`, words that
-    must not be on the same line (a more specific wall's). `confidence` is what a
+    must not be on the same line (a more specific wall's); with `excerpt_times`, the
+    matching lines that name it (suspected) in a file that holds neither its `after`
+    nor its `reset` line (an excerpt pasted from the middle of a log). `confidence` is what a
     match alone says (from-log or suspected); `confirm` are the readings that
     would confirm it."""
 
@@ -73,6 +68,14 @@ class LogSignature:
     times: int = 1
     confidence: str = FROM_LOG
     confirm: tuple[Condition, ...] = ()
+    excerpt_times: int = 0  # a paste with neither `after` nor `reset`: lines that suffice
+
+
+# Why a signature with `after` names its wall in a pasted file that never shows that line
+EXCERPT_REASON = (
+    "a pasted excerpt with no startup banner: judged on its own shape"
+    " ({n} matching lines), not on what came before it"
+)
 
 
 @dataclass(frozen=True)
@@ -96,10 +99,8 @@ class Action:
         """Where it runs: the action's `on`, else its kind's default."""
         if "on" in self.params:
             return str(self.params["on"])
-        from spark_tui.remedy.actions import REGISTRY
-
-        kind = REGISTRY.get(self.type)
-        return kind.default_target if kind is not None else "seen"
+        schema = SCHEMAS.get(self.type)
+        return schema.default_target if schema is not None else "seen"
 
 
 @dataclass(frozen=True)
@@ -123,6 +124,68 @@ class Cause:
     fixes: tuple[str, ...]
 
 
+# Placeholders a source map's message template may hold (`{name}`), with the realistic
+# value each stands for when a test fills the template in; `{{` and `}}` are braces.
+PLACEHOLDERS: dict[str, str] = {
+    "n": "42",
+    "big": "600060",
+    "float": "11.19",
+    "gib": "119.67",
+    "pct": "0.95",
+    "ip": "192.168.100.11",
+    "port": "29500",
+    "addr": "192.168.100.11:29500",
+    "iface": "enp1s0f0np0",
+    "path": "/usr/local/lib/python3.12/dist-packages/vllm/model_executor/layers/linear.py",
+    "file": "csrc/apis/gemm.hpp",
+    "name": "Qwen3MoeForCausalLM",
+    "word": "fp8",
+    "id": "a4f2c9e1",
+    "hex": "0x7f3a2c00",
+    "text": "see the log above",
+    "list": "['awq', 'gptq', 'fp8']",
+    "pid": "2871",
+    "arch": "12.1",
+    "gpu": "NVIDIA GB10",
+}
+_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
+
+
+def placeholders(template: str) -> list[str]:
+    """The placeholder names in a message template (`{name}`), in order."""
+    return [m.group(1) for m in _PLACEHOLDER.finditer(template) if m.group(1) is not None]
+
+
+def lone_brace(template: str) -> bool:
+    """Whether a template holds a brace that is neither a placeholder nor doubled."""
+    rest = _PLACEHOLDER.sub("", template)
+    return "{" in rest or "}" in rest
+
+
+def fill(template: str) -> str:
+    """A message template with each placeholder replaced by its realistic value."""
+
+    def one(m: re.Match[str]) -> str:
+        if m.group(1) is None:
+            return m.group(0)[0]
+        return PLACEHOLDERS[m.group(1)]
+
+    return _PLACEHOLDER.sub(one, template)
+
+
+@dataclass(frozen=True)
+class MessageSource:
+    """One message that says a wall, as the project that prints it writes it: its
+    template (`{name}` placeholders), the project, the releases that print it, and
+    where (file:line at a tag or commit)."""
+
+    message: str
+    project: str
+    versions: str
+    at: str
+    line: int = 0  # where it was written, for error messages
+
+
 @dataclass(frozen=True)
 class Wall:
     id: str
@@ -138,6 +201,7 @@ class Wall:
     references: tuple[str, ...]
     explain: str = ""
     source: str = ""  # the file it was loaded from
+    sources: tuple[MessageSource, ...] = ()  # the messages that say it, upstream
 
     def fix(self, fix_id: str) -> Fix | None:
         return next((f for f in self.fixes if f.id == fix_id), None)

@@ -35,7 +35,9 @@ class NodeConfig:
     port: int | None = None
     fabric_if: str | None = None  # the 200G interface (else detected)
     fabric_ip: str | None = None
-    logs: tuple[LogSource, ...] = ()  # extra logs to tail, beyond what is found running
+    logs: tuple[LogSource, ...] = ()
+    # the RDMA devices of the fabric (eugr's IB_IF, e.g. rocep1s0f1,roceP2p1s0f1): NCCL_IB_HCA
+    fabric_hca: str | None = None  # extra logs to tail, beyond what is found running
 
     @property
     def is_local(self) -> bool:

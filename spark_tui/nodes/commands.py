@@ -39,7 +39,8 @@ SAMPLE: dict[str, str] = {
     ),
     "route": "ip route show default",  # the default route's interface (Wi-Fi / management NIC)
     # who runs the serving stack, whoever started it: Ray's daemons and the engine's command line
-    "procs": "ps -ww -eo pid=,args= | grep -E '[r]aylet|[g]cs_server|[v]llm|[s]glang'",
+    # with its owner (after our own uid: an engine is attached only when root's or ours)
+    "procs": "id -u; ps -ww -eo pid=,uid=,args= | grep -E '[r]aylet|[g]cs_server|[v]llm|[s]glang'",
 }
 
 # The serving engine's Prometheus counters, read on the head over its own loopback in the same
@@ -78,9 +79,17 @@ VERSIONS: dict[str, str] = {
     "docker": "docker --version",
 }
 
-# Once per engine process found running (ps): where its output goes — a file, a pipe to
-# docker's log or journald — and which container or systemd unit it belongs to.
-ENGINE_OUTPUT = "readlink /proc/{pid}/fd/1; cat /proc/{pid}/cgroup 2>/dev/null"
+# Once per engine process found running (ps): its executable, which container or systemd
+# unit it belongs to, and where its output goes (a file, a pipe to docker's log or journald).
+# The kernel's cgroup lines come first; the names (the executable's, the fd's target) after
+# markers: a file name (a newline in it included) can never pass for a cgroup line.
+ENGINE_OUTPUT = (
+    "cat /proc/{pid}/cgroup 2>/dev/null; echo @@spark-tui exe; readlink /proc/{pid}/exe; "
+    "echo @@spark-tui fd1; readlink /proc/{pid}/fd/1"
+)
+# An engine's output file outside a container is read through its open descriptor, never by
+# a name someone could replace (a symlink planted at `… (deleted)`, a renamed file).
+ENGINE_FD_TAIL = "tail -n 200 -F /proc/{pid}/fd/1"
 
 # continuous streams, each a long-lived channel
 DMON = "nvidia-smi dmon -s pu"  # power + SM %, memory-bandwidth %, once a second

@@ -23,8 +23,20 @@ from spark_tui.nodes.cluster import (
 )
 from spark_tui.yamlfile import LDict, is_file, line_of, load_yaml
 
-CLUSTER_FIELDS = ("recipe", "models_dir", "nodes")
-NODE_FIELDS = ("name", "host", "user", "port", "fabric_if", "fabric_ip", "role", "logs")
+CLUSTER_FIELDS = ("recipe", "models_dir", "secrets", "nodes")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+NODE_FIELDS = (
+    "name",
+    "host",
+    "user",
+    "port",
+    "fabric_if",
+    "fabric_ip",
+    "fabric_hca",
+    "role",
+    "logs",
+)
+_HCA = re.compile(r"=?[A-Za-z0-9_.:-]+(,[A-Za-z0-9_.:-]+)*")
 ROLES = ("head", "worker")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 _LOG_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9@._:-]{0,127}")  # a unit or container name
@@ -45,6 +57,16 @@ def find_cluster_config(cwd: Path | None = None) -> Path | None:
         if is_file(candidate):
             return candidate
     return None
+
+
+def cluster_config_path(config: str | Path | None) -> Path | None:
+    """The one rule every command follows: the file named (--config; it must exist), else
+    ./cluster.yaml, else ~/.config/spark-tui/cluster.yaml, else None."""
+    if config is not None and str(config):
+        if not Path(config).exists():
+            raise InputError("no such cluster file", str(config))
+        return Path(config)
+    return find_cluster_config()
 
 
 def load_cluster(path: Path | None = None) -> ClusterConfig:
@@ -94,6 +116,13 @@ def parse_cluster(data: Any, file: str) -> ClusterConfig:
             "models_dir",
         )
         models_dir = DEFAULT_MODELS_DIR
+    # environment variables whose values are secrets whatever their names (a recipe's, ours)
+    secrets = data.get("secrets", [])
+    if not isinstance(secrets, list) or not all(
+        isinstance(s, str) and _ENV_NAME.fullmatch(s) for s in secrets
+    ):
+        err("'secrets' must list environment variable names (MY_VAR, …)", data, "secrets")
+        secrets = []
     raw_nodes = data.get("nodes")
     if not isinstance(raw_nodes, list) or not raw_nodes:
         err("'nodes' must list at least one node (name, host, role)", data, "nodes")
@@ -133,6 +162,9 @@ def parse_cluster(data: Any, file: str) -> ClusterConfig:
     if errors:
         raise InputErrors(errors)
     ref = RecipeRef(recipe.strip(), file, line_of(data, "recipe")) if recipe else None
+    from spark_tui import redact
+
+    redact.mark_secret(secrets)
     return ClusterConfig(
         nodes=tuple(nodes), recipe=ref, source=file, models_dir=_trim_dir(models_dir)
     )
@@ -213,6 +245,7 @@ def _node(raw: LDict, index: int, count: int, err) -> NodeConfig | None:
     host = text("host", _HOST, "a host name, an address, a ~/.ssh/config alias or 'local'", True)
     user = text("user", _USER, "a user name")
     fabric_if = text("fabric_if", _IFNAME, "a network interface name")
+    fabric_hca = text("fabric_hca", _HCA, "RDMA device names (rocep1s0f1,roceP2p1s0f1)")
     fabric_ip = raw.get("fabric_ip")
     if fabric_ip is not None:
         try:
@@ -248,10 +281,11 @@ def _node(raw: LDict, index: int, count: int, err) -> NodeConfig | None:
     return NodeConfig(
         name=name,
         host=host,
-        role=role,  # type: ignore[arg-type]
+        role=role,  # type: ignore[arg-type]  # head or worker, checked above
         logs=logs or (),
         user=user,
         port=port,
         fabric_if=fabric_if,
-        fabric_ip=fabric_ip,  # type: ignore[arg-type]
+        fabric_ip=fabric_ip,
+        fabric_hca=fabric_hca,
     )

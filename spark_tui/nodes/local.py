@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import signal
 import subprocess
@@ -11,7 +12,13 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from spark_tui.nodes.transport import CommandResult, LineStream, Reachability, Transport
+from spark_tui.nodes.transport import (
+    CommandResult,
+    LineSplitter,
+    LineStream,
+    Reachability,
+    Transport,
+)
 
 
 class _ProcessLines(LineStream):
@@ -27,11 +34,23 @@ class _ProcessLines(LineStream):
         self._closed = threading.Event()
 
     def __iter__(self) -> Iterator[str]:
-        assert self._proc.stdout is not None
-        for raw in self._proc.stdout:
-            if self._closed.is_set():
+        out = self._proc.stdout
+        assert isinstance(out, io.BufferedReader)  # bufsize -1: a buffered pipe (read1)
+        lines = LineSplitter()
+        while not self._closed.is_set():
+            try:
+                data = os.read(out.fileno(), 1 << 16)
+            except (OSError, ValueError):  # closed under us
                 break
-            yield raw.decode("utf-8", errors="replace").rstrip("\r\n")
+            if not data:
+                last = lines.flush()
+                if last:
+                    yield last
+                break
+            for line in lines.feed(data):
+                if self._closed.is_set():
+                    return
+                yield line
 
     def close(self) -> None:
         if self._closed.is_set():

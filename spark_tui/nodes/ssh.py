@@ -35,6 +35,7 @@ from spark_tui.errors import SparkTuiError
 from spark_tui.nodes.cluster import NodeConfig
 from spark_tui.nodes.transport import (
     CommandResult,
+    LineSplitter,
     LineStream,
     NodeUnreachable,
     Reachability,
@@ -62,7 +63,7 @@ class SudoPasswordRequired(SparkTuiError):
     def __init__(self, node: str, command: str) -> None:
         self.node = node
         self.command = command
-        from spark_tui.sudoers import sudoers_hint
+        from spark_tui.remedy.sudoers import sudoers_hint
 
         super().__init__(
             f"{node}: sudo needs a password for this command, and spark-tui never types one.\n"
@@ -269,7 +270,7 @@ def _open_socket(target: SSHTarget, timeout: float, jumps: list[paramiko.SSHClie
         jt = SSHTarget(**{**jt.__dict__, "proxy_jump": (), "known_hosts": target.known_hosts})
         client = _client_for(jt)
         sock = (
-            via.get_transport().open_channel(  # type: ignore[union-attr]
+            via.get_transport().open_channel(
                 "direct-tcpip", (jt.hostname, jt.port), ("127.0.0.1", 0), timeout=timeout
             )
             if via is not None
@@ -279,7 +280,7 @@ def _open_socket(target: SSHTarget, timeout: float, jumps: list[paramiko.SSHClie
         jumps.append(client)
         via = client
     assert via is not None
-    return via.get_transport().open_channel(  # type: ignore[union-attr]
+    return via.get_transport().open_channel(
         "direct-tcpip", (target.hostname, target.port), ("127.0.0.1", 0), timeout=timeout
     )
 
@@ -377,7 +378,7 @@ class _ChannelLines(LineStream):
         self._closed = threading.Event()
 
     def __iter__(self) -> Iterator[str]:
-        buf = b""
+        lines = LineSplitter()
         chan = self._chan
         while not self._closed.is_set():
             try:
@@ -391,12 +392,10 @@ class _ChannelLines(LineStream):
                 break
             if not data:
                 break
-            buf += data
-            *lines, buf = buf.split(b"\n")
-            for raw in lines:
-                yield raw.decode("utf-8", errors="replace").rstrip("\r")
-        if buf and not self._closed.is_set():
-            yield buf.decode("utf-8", errors="replace").rstrip("\r")
+            yield from lines.feed(data)
+        last = lines.flush()
+        if last and not self._closed.is_set():
+            yield last
         self._owner._check_alive()
 
     def close(self) -> None:
@@ -421,7 +420,7 @@ def _kill(chan: paramiko.Channel) -> None:
             m.add_string("signal")
             m.add_boolean(False)
             m.add_string("KILL")
-            chan.transport._send_user_message(m)  # type: ignore[union-attr]
+            chan.transport._send_user_message(m)
     with contextlib.suppress(Exception):
         chan.close()
 

@@ -17,11 +17,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from spark_tui.errors import SparkTuiError
+from spark_tui.untrusted import clean
 
 
 @dataclass(frozen=True)
 class CommandResult:
-    """What a finished command left: exit code, output (text, decoded leniently), seconds taken."""
+    """What a finished command left: exit code, output (text, decoded leniently), seconds taken.
+
+    The output is what a node says: it is cleaned here, where it enters (spark_tui.untrusted),
+    whichever transport made the result, so nothing read from it can steer a terminal."""
 
     command: str
     exit_code: int
@@ -29,6 +33,10 @@ class CommandResult:
     stderr: str = ""
     duration_s: float = 0.0
     timed_out: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "stdout", clean(self.stdout))
+        object.__setattr__(self, "stderr", clean(self.stderr))
 
     @property
     def ok(self) -> bool:
@@ -45,7 +53,7 @@ class NodeUnreachable(SparkTuiError):
 
     def __init__(self, node: str, reason: str, since: float | None = None) -> None:
         self.node = node
-        self.reason = reason
+        self.reason = reason = clean(reason, keep_newlines=False)  # a peer's banner, an error
         self.since = since
         super().__init__(f"{node}: unreachable ({reason})")
 
@@ -58,6 +66,63 @@ class Reachability:
     since: float  # when this state began (clock seconds)
     reason: str = ""
     retrying: bool = False
+
+
+MAX_LINE = 1 << 20  # bytes of one line kept; the rest is counted, not held
+
+
+class LineSplitter:
+    """Bytes as they arrive, cut into lines: a newline is searched for only in the new
+    bytes (never the pending ones again), and a line longer than MAX_LINE keeps its first
+    MAX_LINE bytes and says how many more it had. So a 100 MB line without a newline
+    takes linear time and 1 MiB of memory."""
+
+    def __init__(self, max_line: int = MAX_LINE) -> None:
+        self.max_line = max_line
+        self._parts: list[bytes] = []
+        self._held = 0
+        self._cut = 0
+
+    def feed(self, data: bytes) -> list[str]:
+        """The lines `data` completes (without their newline or a trailing \\r)."""
+        out: list[str] = []
+        start = 0
+        while True:
+            nl = data.find(b"\n", start)
+            if nl < 0:
+                break
+            self._hold(data[start:nl])
+            out.append(self._line())
+            start = nl + 1
+        if start < len(data):
+            self._hold(data[start:] if start else data)
+        return out
+
+    def flush(self) -> str | None:
+        """The last line when the output ended without a newline (None: nothing pending)."""
+        if not self._parts and not self._cut:
+            return None
+        return self._line()
+
+    def _hold(self, chunk: bytes) -> None:
+        room = self.max_line - self._held
+        if room >= len(chunk):
+            self._parts.append(chunk)
+            self._held += len(chunk)
+            return
+        if room > 0:
+            self._parts.append(chunk[:room])
+            self._held += room
+        self._cut += len(chunk) - max(room, 0)
+
+    def _line(self) -> str:
+        raw = b"".join(self._parts)
+        cut = self._cut
+        self._parts, self._held, self._cut = [], 0, 0
+        text = raw.decode("utf-8", errors="replace")
+        if cut:
+            return f"{text} [line cut: {cut} more bytes]"
+        return text[:-1] if text.endswith("\r") else text
 
 
 class LineStream(abc.ABC):

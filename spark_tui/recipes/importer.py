@@ -7,15 +7,15 @@ it. What is written must load back (loader.load_file) before it replaces anythin
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
+from spark_tui import policy
 from spark_tui.errors import InputError
 from spark_tui.recipes.community import EUGR_URL, SPARKRUN_URL, parse_community
 from spark_tui.recipes.loader import parse_recipe_text
 from spark_tui.recipes.model import Recipe
 from spark_tui.recipes.revisions import recipe_to_yaml
-from spark_tui.yamlfile import load_yaml
+from spark_tui.safefile import write_atomic
 
 
 def imported_text(recipe: Recipe, source: Path) -> str:
@@ -27,16 +27,25 @@ def imported_text(recipe: Recipe, source: Path) -> str:
     )
     lines = [
         f"# Imported by `spark-tui recipes import` from a recipe in the format of {launcher}:",
-        f"#   {source}",
+        f"#   {_one_line(str(source))}",
         "# status: untested until it served for you; then set `status: works` and name in",
         "# `sources:` where it is reported working (recipes/SCHEMA.md).",
     ]
     if recipe.unmapped:
         lines.append("# Not mapped (no spark-tui equivalent; line numbers are the source file's):")
-        lines += [f"#   {u}".replace("\n", " ") for u in recipe.unmapped]
+        lines += [f"#   {_one_line(str(u))}" for u in recipe.unmapped]
     else:
         lines.append("# Every field was mapped.")
     return "\n".join(lines) + "\n" + recipe_to_yaml(recipe)
+
+
+def _one_line(text: str) -> str:
+    """Text for a comment line: a newline or other control character (a directory may be
+    named with one) is escaped, so it cannot end the comment and start YAML."""
+    return "".join(
+        ch if ch.isprintable() or ch == " " else ch.encode("unicode_escape").decode("ascii")
+        for ch in text
+    )
 
 
 def _stamp() -> str:
@@ -49,11 +58,14 @@ def write_imported(source: Path, target_dir: Path, force: bool = False) -> tuple
     """Convert `source` and write `target_dir/<id>.yaml`. An existing file is refused unless
     `force` (then kept as .bak); the source itself, when it is the target, is kept as
     `<id>.yaml.<format>` (not loaded any more). Returns (path, recipe, note)."""
-    recipe = parse_community(load_yaml(source), str(source))
+    from spark_tui.recipes.loader import load_recipe_yaml
+
+    recipe = parse_community(load_recipe_yaml(source), str(source))
     text = imported_text(recipe, source)
     out = target_dir / f"{recipe.id}.yaml"
     parse_recipe_text(text, str(out))  # what is written must load back
     note = ""
+    policy.refuse_if_read_only(f"write {out}")
     target_dir.mkdir(parents=True, exist_ok=True)
     if out.exists():
         if out.resolve() == source.resolve():
@@ -66,10 +78,5 @@ def write_imported(source: Path, target_dir: Path, force: bool = False) -> tuple
             backup = out.with_name(f"{out.name}.{_stamp()}.bak")
             out.rename(backup)
             note = f"; the file it replaces is kept as {backup.name}"
-    tmp = out.with_name(out.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    tmp.replace(out)
+    write_atomic(out, text, mode=0o644, own=False)  # a fresh temporary file: no planted symlink
     return out, recipe, note

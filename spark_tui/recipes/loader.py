@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -77,6 +78,7 @@ TOP_FIELDS = {
     "measured",
     "profiles",
     "notes",
+    "mods",
 }
 REQUIRED = {"id", "title", "status", "model", "engine", "executor", "nodes", "serve"}
 
@@ -93,7 +95,7 @@ class _Collector:
         self.errors.append(InputError(message, self.file, line))
 
     def mapping(
-        self, data: Any, where: str, allowed: set[str], required: set[str] = frozenset()
+        self, data: Any, where: str, allowed: set[str], required: AbstractSet[str] = frozenset()
     ) -> dict:
         if data is None:
             data = {}
@@ -420,8 +422,13 @@ def parse_recipe(data: Any, file: str) -> Recipe:
                 "executor",
                 "node_args",
                 "worker_args",
+                "nodes",
             },
         )
+        p_count = c.number(p, "nodes", where, integer=True)
+        if p_count is not None and p_count < 1:
+            c.err(f"{where}.nodes must be 1 or more", p, "nodes")
+            p_count = None
         p_exec = c.text(p, "executor", where) or None
         if p_exec is not None and p_exec not in EXECUTORS:
             c.err(f"{where}.executor must be one of {', '.join(EXECUTORS)}", p, "executor")
@@ -442,6 +449,7 @@ def parse_recipe(data: Any, file: str) -> Recipe:
             executor=p_exec,
             node_args=p_nodes,
             worker_args=p_workers,
+            nodes=p_count,
         )
         for flag in profiles[name].unset_args:
             if flag not in serve.args:
@@ -467,6 +475,12 @@ def parse_recipe(data: Any, file: str) -> Recipe:
         c.err(f"instead: {instead!r} is not a recipe id", top, "instead")
     instead_note = c.text(top, "instead_note", "recipe")
     notes = c.text_list(top, "notes", "recipe")
+    mods = c.text_list(top, "mods", "recipe")
+    for i, mod in enumerate(mods):
+        if not mod.startswith("/"):
+            c.err(
+                f"mods[{i}]: {mod!r} must be an absolute path (an eugr mod directory)", top, "mods"
+            )
     if c.errors:
         raise InputErrors(c.errors)
     return Recipe(
@@ -497,6 +511,7 @@ def parse_recipe(data: Any, file: str) -> Recipe:
         notes=notes,
         sources=sources,
         source=file,
+        mods=mods,
     )
 
 
@@ -515,13 +530,31 @@ def load_dir(directory: Path) -> dict[str, Recipe]:
 
 def load_dir_partial(directory: Path) -> tuple[dict[str, Recipe], list[InputError]]:
     """Every recipe file in one directory that loads, and the errors of those that do not."""
-    return load_id_files(directory, parse_any, "recipe")
+    return load_id_files(directory, parse_any, "recipe", load=load_recipe_yaml)
+
+
+def load_recipe_yaml(path: Path) -> Any:
+    """A recipe file's YAML. A key given twice is an error, except in an eugr recipe: eugr's
+    run-recipe.py reads it with yaml.safe_load, which keeps the last value, so spark-tui does
+    too (and says so: parse_eugr lists each repeat)."""
+    from spark_tui.recipes import community
+    from spark_tui.yamlfile import read_text
+
+    try:
+        return load_yaml(path)
+    except InputError as exc:
+        if not exc.reason.startswith("invalid YAML: ") or "duplicate key" not in exc.reason:
+            raise
+        data = parse_yaml(read_text(path), str(path), last_key_wins=True)
+        if community.is_community(data) and community.flavour(data) == community.EUGR:
+            return data
+        raise
 
 
 def load_file(path: Path) -> Recipe:
-    """One recipe file (either format), named after its file."""
-    recipe = parse_any(load_yaml(path), str(path))
-    if recipe.id != path.stem:
+    """One recipe file (either format), named after its file (an eugr one lower-cased)."""
+    recipe = parse_any(load_recipe_yaml(path), str(path))
+    if recipe.id != path.stem and recipe.origin != "eugr":
         raise InputError(
             f"the recipe {recipe.id!r} must be in {recipe.id}{path.suffix}", str(path), 1
         )

@@ -149,6 +149,8 @@ class Profile:
     executor: str | None = None
     node_args: dict[str, ArgValue] | None = None
     worker_args: dict[str, ArgValue] | None = None
+    # another node count (an eugr recipe's `solo` profile: one node, TP 1, as --solo runs it)
+    nodes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -167,7 +169,7 @@ def parallel_size(args: Mapping[str, ArgValue], flags: tuple[str, ...]) -> int |
     """The value of the first of `flags` the serve arguments give, as a number (None: none)."""
     for flag in flags:
         value = args.get(flag)
-        if value not in (None, True):
+        if value is not None and value is not True:  # 1 == True: not `in`
             try:
                 return int(value)  # type: ignore[arg-type]
             except (TypeError, ValueError):
@@ -208,8 +210,23 @@ class Recipe:
     source: str = ""  # file it was loaded from
     origin: str = "spark-tui"  # the file's format: spark-tui | eugr | sparkrun
     unmapped: tuple[Unmapped, ...] = ()  # a community recipe's fields with no equivalent
+    # eugr's mods: directories on this machine (each with its run.sh), copied to every node
+    # and run inside the container before the engine starts, in order, as eugr applies them
+    mods: tuple[str, ...] = ()
     revision: int = 0  # 0 = as shipped / as written by the user
     profile: str | None = None  # the profile applied, if any
+
+    def __post_init__(self) -> None:
+        # its secrets (HF_TOKEN in its env, --api-key's value) never show in what we write
+        from spark_tui import redact
+
+        for env in (self.docker_env, self.serve.env, self.ray.env, self.ray.head_env):
+            redact.remember_env(env)
+        redact.remember_env(self.ray.worker_env)
+        redact.remember_args(self.serve.args)
+        for p in self.profiles.values():
+            redact.remember_env(p.set_env)
+            redact.remember_args(p.set_args)
 
     # ---- views -------------------------------------------------------------
     @property
@@ -223,7 +240,7 @@ class Recipe:
     @property
     def served_name(self) -> str:
         name = self.serve.args.get("--served-model-name")
-        return str(name) if name not in (None, True) else self.model.path
+        return str(name) if name is not None and name is not True else self.model.path
 
     @property
     def tp(self) -> int | None:
@@ -331,6 +348,10 @@ class Recipe:
             serve = replace(serve, worker_args=dict(p.worker_args))
         measured = p.measured or self.measured
         out = replace(self, serve=serve, measured=measured, profile=name)
+        if p.nodes is not None and p.nodes != self.nodes:
+            out = replace(out, nodes=p.nodes)
+            if p.nodes == 1:  # one node joins no group
+                out = replace(out, serve=replace(out.serve, node_args={}, worker_args={}))
         if p.executor and p.executor != self.executor:
             out = out.with_executor(p.executor)
         return out
@@ -347,6 +368,10 @@ class Recipe:
             env = dict(self.docker_env)
             env.update({k: v for k, v in self.ray.env.items() if not k.startswith("RAY_")})
             return replace(self, executor="mp", docker_env=env, ray=RaySpec())
+        if executor == "ray" and self.executor == "mp":
+            # Ray places the ranks itself: no per-node engine flags
+            serve = replace(self.serve, node_args={}, worker_args={})
+            return replace(self, executor="ray", serve=serve)
         return replace(self, executor=executor)
 
 

@@ -16,8 +16,9 @@ from spark_tui.nodes.cluster import ClusterConfig
 from spark_tui.recipes.model import Recipe
 
 # Step kinds: run once (ok = exit 0) | poll until Ray shows the GPUs | poll until
-# the log shows a line | one chat request measured for tok/s.
-KINDS = ("run", "wait-ray", "wait-line", "smoke")
+# the log shows a line | one chat request measured for tok/s | run once with a directory of
+# this machine (`source`, an eugr mod) as a tar.gz on its standard input.
+KINDS = ("run", "wait-ray", "wait-line", "smoke", "copy")
 PHASES = ("preflight", "ray", "launch", "smoke")
 
 _RAY_GPUS = re.compile(r"(\d+(?:\.\d+)?)\s*/\s*(\d+(?:\.\d+)?)\s+GPU\b")
@@ -45,6 +46,7 @@ class LaunchStep:
     gpus: int = 0  # wait-ray: GPUs the Ray cluster must show
     may_fail: bool = False  # a failure is reported but does not stop the plan
     log_sources: tuple[str, ...] = ()  # commands whose output the monitor follows
+    source: str = ""  # copy: the directory on this machine sent to the command's stdin
 
     def paste_lines(self) -> list[str]:
         """The step as shell text a person can paste (waits become `until` loops)."""
@@ -60,6 +62,11 @@ class LaunchStep:
                 f"{head} (timeout {self.timeout_s:g} s)",
                 f"until {self.command} 2>/dev/null | grep -qF -- {shell.quote(self.expect)}; "
                 f"do sleep {self.interval_s:g}; done",
+            ]
+        if self.kind == "copy":
+            return [
+                f"{head} (from this machine: tar -C {shell.quote(self.source)} -czf - . | this)",
+                self.command,
             ]
         suffix = "  # may fail: nothing to stop" if self.may_fail else ""
         return [head, self.command + suffix]
@@ -78,6 +85,7 @@ class LaunchStep:
             "gpus": self.gpus,
             "may_fail": self.may_fail,
             "log_sources": list(self.log_sources),
+            **({"source": self.source} if self.source else {}),
         }
 
 
@@ -145,3 +153,14 @@ class LaunchPlan:
             "steps": [s.to_json() for s in self.steps],
             "log_sources": {k: list(v) for k, v in self.log_sources.items()},
         }
+
+
+def tar_dir(path: str) -> bytes:
+    """A directory as tar.gz bytes (a copy step's standard input), its entries at the top."""
+    import io
+    import tarfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        tar.add(path, arcname=".")
+    return buf.getvalue()

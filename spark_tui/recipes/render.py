@@ -68,6 +68,7 @@ def template_values(
     values["node.rank"] = rank
     values["cluster.size"] = size
     values["cluster.models_dir"] = cluster.models_dir
+    values["node.fabric_hca"] = node.fabric_hca or ""  # eugr's IB_IF (NCCL_IB_HCA): may be empty
     return values
 
 
@@ -128,7 +129,10 @@ def docker_run_args(
     argv: list[object] = ["-d", "--name", name, "--network", "host", "--gpus", "all", "--ipc=host"]
     # the label lets stop-stack find our containers when no recipe is at hand
     argv += ["--label", f"{STACK_LABEL}={recipe.id}"]
-    for vol in recipe.volumes:
+    volumes = list(recipe.volumes)
+    if recipe.mods:
+        volumes.append(f"{mods_node_dir(recipe)}:{MODS_MOUNT}:ro")
+    for vol in volumes:
         filled = substitute(vol, values or {}, recipe, name) if values is not None else vol
         if filled.startswith(("~/", "$HOME/")):
             argv += ["-v", HomePath("$HOME/" + filled.split("/", 1)[1])]
@@ -181,16 +185,47 @@ def join_line(recipe: Recipe, rank: int, size: int) -> str:
     return "Init torch distributed ends"
 
 
+MODS_MOUNT = "/workspace/spark-tui-mods"  # the node's copy of the recipe's mods, read-only
+MODS_DIR = "/workspace/mods"  # where eugr's launch-cluster.sh puts a mod in the container
+
+
+def mod_name(path: str) -> str:
+    return path.rstrip("/").rsplit("/", 1)[-1]
+
+
+def mods_node_dir(recipe: Recipe) -> HomePath:
+    """Where a node keeps the copies of a recipe's mods (one directory per recipe)."""
+    return HomePath(f"$HOME/.cache/spark-tui/mods/{recipe.id}")
+
+
+def mods_script(recipe: Recipe) -> str:
+    """eugr's apply_mod_to_container, in the container before the engine starts: each mod
+    copied to /workspace/mods/NAME and its run.sh run there with WORKSPACE_DIR set to the
+    container's working directory, in order; a failing mod stops the launch."""
+    parts = []
+    for mod in recipe.mods:
+        name = shell.quote(mod_name(mod))
+        dest = f"{MODS_DIR}/{mod_name(mod)}"
+        parts.append(
+            f"mkdir -p {shell.quote(dest)} && cp -r {shell.quote(MODS_MOUNT)}/{name}/. "
+            f'{shell.quote(dest)}/ && (export WORKSPACE_DIR="$PWD" && cd {shell.quote(dest)} '
+            "&& chmod +x run.sh && ./run.sh) || exit 1; "
+        )
+    return "".join(parts)
+
+
 def serve_script(recipe: Recipe, values: Mapping[str, object], node: str) -> str:
-    """`export K=V …; <serve command> > LOG 2>&1`: the text run by `sh -c` in the container."""
+    """`export K=V …; <serve command> > LOG 2>&1`: the text run by `sh -c` in the container
+    (mp: after the recipe's mods, which the container applies first)."""
     env = env_words(recipe.serve.env, values, recipe, node)
     prefix = f"export {shell.env_prefix(env).strip()}; " if env else ""
-    return f"{prefix}{shell.join(serve_argv(recipe, values, node))} > {shell.quote(recipe.serve.log)} 2>&1"
+    mods = mods_script(recipe) if recipe.executor == "mp" else ""
+    return f"{mods}{prefix}{shell.join(serve_argv(recipe, values, node))} > {shell.quote(recipe.serve.log)} 2>&1"
 
 
 def stop_leftovers_command(recipe: Recipe, stamp: str) -> str:
     """Stop this recipe's containers and rename them aside (their logs stay readable)."""
-    names = [recipe.head_container, recipe.worker_container]
+    names = list(dict.fromkeys([recipe.head_container, recipe.worker_container]))
     parts = [f"docker stop -t 30 {shell.join(names)} >/dev/null 2>&1"]
     for n in names:
         parts.append(
@@ -311,6 +346,31 @@ def render_plan(
                     timeout_s=120,
                 )
             )
+    for mod in recipe.mods:
+        from pathlib import Path
+
+        if not Path(mod).is_dir() or not (Path(mod) / "run.sh").is_file():
+            raise InputError(
+                f"recipe {recipe.id!r} applies the mod {mod}, which is not a directory with "
+                "a run.sh on this machine (keep the eugr/spark-vllm-docker tree it came from)",
+                recipe.source or None,
+            )
+    for n in nodes if recipe.mods else ():
+        for mod in recipe.mods:
+            dest = f"{mods_node_dir(recipe)}/{mod_name(mod)}"
+            steps.append(
+                LaunchStep(
+                    "copy-mod",
+                    "preflight",
+                    n.name,
+                    f"copy the mod {mod_name(mod)} to the node ({dest})",
+                    "copy",
+                    f"rm -rf {word(HomePath(dest))} && mkdir -p {word(HomePath(dest))} && "
+                    f"tar -xzf - -C {word(HomePath(dest))}",
+                    timeout_s=300,
+                    source=mod,
+                )
+            )
     image = recipe.image
     logs: dict[str, tuple[str, ...]] = {}
     if recipe.executor == "ray":
@@ -340,6 +400,8 @@ def render_plan(
                     for k, val in recipe.ray.args.items()
                 ]
                 inner = ["ray", "start", *role, *extra, "--block"]
+            if recipe.mods:  # eugr applies the mods on every node before Ray starts
+                inner = ["sh", "-c", mods_script(recipe) + "exec " + shell.join(inner)]
             name = container[n.name]
             cmd = "docker run " + words([*docker_run_args(recipe, name, env, v), image, *inner])
             steps.append(
@@ -405,7 +467,7 @@ def render_plan(
             )
             logs[n.name] = (tail,)
         for n in nodes if size > 1 else ():  # one node: no group to join
-            rank = int(vals[n.name]["node.rank"])  # type: ignore[call-overload]
+            rank = int(vals[n.name]["node.rank"])  # type: ignore[call-overload]  # node.rank is an int among the placeholder values
             name = container[n.name]
             line = join_line(recipe, rank, size)
             steps.append(

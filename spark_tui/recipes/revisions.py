@@ -29,7 +29,8 @@ import yaml
 
 from spark_tui import policy
 from spark_tui.errors import InputError
-from spark_tui.recipes.model import Recipe, patch_mapping, patch_serve
+from spark_tui.recipes.model import RaySpec, Recipe, patch_mapping, patch_serve
+from spark_tui.safefile import open_state, read_state_text, write_atomic
 
 TARGETS = ("serve", "ray", "docker")
 
@@ -82,7 +83,7 @@ def recipe_to_data(r: Recipe) -> dict[str, Any]:
         data["volumes"] = list(r.volumes)
     if r.docker_args or r.docker_env:
         data["docker"] = {"args": dict(r.docker_args), "env": dict(r.docker_env)}
-    if r.executor == "ray":
+    if r.executor == "ray" or r.ray != RaySpec():  # an mp recipe's `ray` profile uses it
         ray: dict[str, Any] = {"port": r.ray.port, "args": dict(r.ray.args), "env": dict(r.ray.env)}
         if r.ray.head_env:
             ray["head_env"] = dict(r.ray.head_env)
@@ -135,6 +136,7 @@ def recipe_to_data(r: Recipe) -> dict[str, Any]:
                     ("executor", p.executor),
                     ("node_args", dict(p.node_args) if p.node_args is not None else None),
                     ("worker_args", dict(p.worker_args) if p.worker_args is not None else None),
+                    ("nodes", p.nodes),
                 )
                 if v
             }
@@ -142,6 +144,8 @@ def recipe_to_data(r: Recipe) -> dict[str, Any]:
         }
     if r.notes:
         data["notes"] = list(r.notes)
+    if r.mods:
+        data["mods"] = list(r.mods)
     return data
 
 
@@ -220,13 +224,15 @@ class Revision:
     base: int | None  # the revision it was made from
 
 
+def _read_or_empty(path: Path) -> str:
+    try:
+        return read_state_text(path)
+    except OSError:
+        return ""
+
+
 def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    write_atomic(path, text)
 
 
 class RevisionStore:
@@ -240,7 +246,7 @@ class RevisionStore:
         """One writer per recipe at a time, across processes."""
         d = self._dir(recipe_id)
         d.mkdir(parents=True, exist_ok=True)
-        fd = os.open(d / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+        fd = open_state(d / ".lock", os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
@@ -254,7 +260,7 @@ class RevisionStore:
     def _pointer(self, recipe_id: str, name: str) -> int | None:
         p = self._dir(recipe_id) / name
         try:
-            return int(p.read_text().strip())
+            return int(read_state_text(p, 64).strip())
         except (OSError, ValueError):
             return None
 
@@ -269,7 +275,7 @@ class RevisionStore:
 
         path = self._dir(recipe_id) / f"rev-{number:04d}.yaml"
         try:
-            text = path.read_text(encoding="utf-8")
+            text = read_state_text(path)
         except OSError as exc:
             raise InputError(f"cannot read revision: {exc}", str(path)) from None
         return replace(parse_recipe_text(text, str(path)), revision=number)
@@ -288,7 +294,7 @@ class RevisionStore:
         for n in self.numbers(recipe_id):
             meta_path = d / f"rev-{n:04d}.json"
             try:
-                meta = json.loads(meta_path.read_text())
+                meta = json.loads(read_state_text(meta_path))
             except (OSError, ValueError):
                 meta = {}
             diff_path = d / f"rev-{n:04d}.diff"
@@ -297,7 +303,7 @@ class RevisionStore:
                     recipe_id,
                     n,
                     d / f"rev-{n:04d}.yaml",
-                    diff_path.read_text() if diff_path.exists() else "",
+                    _read_or_empty(diff_path),
                     str(meta.get("note", "")),
                     float(meta.get("time", 0.0)),
                     meta.get("base"),
@@ -323,7 +329,7 @@ class RevisionStore:
         policy.refuse_if_read_only(f"change recipe {base.id}")
         with self._locked(base.id):
             current = self.current(base.id) or base
-            after = apply_patch(current, **patch)  # type: ignore[arg-type]
+            after = apply_patch(current, **patch)  # type: ignore[arg-type]  # a patch-recipe's params, checked by its action schema
             if current.revision != base.revision:
                 note += f" (rebased on revision {current.revision})"
             rev = self._commit(current, after, note)
@@ -361,7 +367,8 @@ class RevisionStore:
             if n is None or n == 0:
                 raise InputError(f"recipe {recipe_id!r} has no patch to undo")
             meta = {r.number: r for r in self.revisions(recipe_id)}
-            back = meta[n].base if n in meta and meta[n].base is not None else n - 1
+            base = meta[n].base if n in meta else None
+            back = base if base is not None else n - 1
             _write_atomic(self._dir(recipe_id) / "current", str(back))
         return self.load(recipe_id, back)
 
@@ -374,3 +381,70 @@ class RevisionStore:
         d = self._dir(recipe.id)
         if d.is_dir():
             _write_atomic(d / "launched", str(recipe.revision))
+
+
+@dataclass(frozen=True)
+class Served:
+    """A launch that served: the whole recipe it ran (image included), when, its tok/s."""
+
+    recipe: Recipe
+    time: float
+    revision: int
+    image: str
+    tok_s: float | None
+
+
+SERVED = "served.jsonl"
+
+
+def _served_path(store: RevisionStore, recipe_id: str) -> Path:
+    return store._dir(recipe_id) / SERVED
+
+
+def mark_served(store: RevisionStore, recipe: Recipe, tok_s: float | None = None) -> None:
+    """Record that `recipe` (the revision and image launched) served: a smoke request answered.
+    Every record keeps the whole recipe, so a rollback can return to it whatever changed."""
+    d = store._dir(recipe.id)
+    d.mkdir(parents=True, exist_ok=True)
+    record = {
+        "time": time.time(),
+        "revision": recipe.revision,
+        "image": recipe.image or "",
+        "tok_s": tok_s,
+        "recipe": recipe_to_yaml(recipe),
+    }
+    path = _served_path(store, recipe.id)
+    with store._locked(recipe.id):
+        old = _read_or_empty(path)
+        _write_atomic(path, old + json.dumps(record) + "\n")
+
+
+def last_served(store: RevisionStore, recipe_id: str) -> Served | None:
+    """The newest launch of this recipe that served (None: none did)."""
+    from spark_tui.recipes.loader import parse_recipe_text
+
+    path = _served_path(store, recipe_id)
+    for line in reversed(_read_or_empty(path).splitlines()):
+        try:
+            rec = json.loads(line)
+            recipe = parse_recipe_text(str(rec["recipe"]), str(path))
+        except (ValueError, KeyError, TypeError, InputError):
+            continue  # a line spark-tui did not write whole: the one before it
+        tok = rec.get("tok_s")
+        return Served(
+            replace(recipe, revision=int(rec.get("revision") or 0)),
+            float(rec.get("time") or 0.0),
+            int(rec.get("revision") or 0),
+            str(rec.get("image") or ""),
+            float(tok) if isinstance(tok, (int, float)) else None,
+        )
+    return None
+
+
+def rollback(store: RevisionStore, current: Recipe, served: Served) -> Recipe:
+    """A new revision holding the recipe that last served (image included); every revision
+    stays on disk. Returns the recipe now in use."""
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(served.time))
+    note = f"rollback to what served at {when} (revision {served.revision}, image {served.image})"
+    rev = store.commit(current, served.recipe, note)
+    return store.load(current.id, rev.number)

@@ -24,6 +24,7 @@ from spark_tui.recipes.plan import LaunchPlan
 from spark_tui.recipes.render import render_plan, stamp_now
 from spark_tui.remedy.fixes import Confirm, FixPlan, RunEnvironment, run_fix
 from spark_tui.remedy.launch import LaunchRunner
+from spark_tui.safefile import read_state_text, write_atomic
 
 STAGES = ("preflight", "fixes", "ray", "launch", "smoke")
 Emit = Callable[[ActionProgress], None]
@@ -105,16 +106,14 @@ class BringUp:
     # ---- persistence --------------------------------------------------------
     def _load(self) -> BringUpState | None:
         try:
-            data = json.loads(self.path.read_text())
+            data = json.loads(read_state_text(self.path))
             return BringUpState(**data)
         except (OSError, ValueError, TypeError):
             return None
 
     def save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(json.dumps(asdict(self.state), indent=1))
-        tmp.replace(self.path)
+        write_atomic(self.path, json.dumps(asdict(self.state), indent=1))
 
     def reset(self) -> None:
         """Start over (a new stamp: leftovers of this run are renamed aside too)."""
@@ -160,6 +159,7 @@ class BringUp:
                 self.journal,
                 self.run_id,
                 "bring-up",
+                matcher=self.env.matcher,
                 stop=self.env.stop,
             )
             r = runner.run_step(self.plan.steps[unit.step_index or 0])
@@ -177,6 +177,10 @@ class BringUp:
         self.save()
         if self.state.status == "done":
             self.env.revisions.mark_launched(self.recipe)
+            if any(s.kind == "smoke" for s in self.plan.steps):
+                from spark_tui.recipes.revisions import mark_served
+
+                mark_served(self.env.revisions, self.recipe, self.state.tok_s)
         return unit
 
     def _first_of_launch(self, units: list[Unit]) -> bool:

@@ -6,7 +6,10 @@ written, flushed and fsync'ed; after it, `finished` with the exit code, or with
 that cannot be written (a full disk, a read-only directory, a file-size limit)
 raises JournalUnwritable and nothing runs, so no command ever runs unrecorded.
 
-A torn last line (power cut during a write) is skipped on reading, never fatal.
+A torn last line (power cut during a write) is skipped on reading, never fatal; so is a
+record that is not what spark-tui writes (named by file and line in `skipped`), so one bad
+line never blocks `report` or a fix. The file is opened as spark-tui's own (never through a
+symlink, never a FIFO, only a regular file of this user: spark_tui.safefile).
 `unfinished()` names the runs and commands that started and never ended — a kill,
 a crash, a lost terminal — so the next run, `report` and the TUI can say exactly
 which commands may have half-run, on which node.
@@ -27,11 +30,20 @@ from pathlib import Path
 from typing import Any
 
 from spark_tui.errors import SparkTuiError
+from spark_tui.redact import redact_data
+from spark_tui.safefile import UnsafeFile, check_fd, open_state
 
 # how a command ended, besides its exit code
 CONNECTION_LOST = "connection lost"
 TIMED_OUT = "timed out"
 INTERRUPTED = "interrupted"
+
+
+def _why(path: Path, exc: OSError) -> str:
+    """` PATH: why` for an ordinary failure; `: why` for a refused file (it names itself)."""
+    if isinstance(exc, UnsafeFile):
+        return f": {exc}"
+    return f" {path}: {exc.strerror or exc}"
 
 
 class JournalUnwritable(SparkTuiError):
@@ -47,17 +59,21 @@ class Journal:
     def __init__(self, path: Path, *, simulated: bool = False) -> None:
         self.path = path
         self.simulated = simulated
+        self.skipped: list[str] = []  # "file:line: why" of records left out on the last read
+        self._ran: dict[str, list[str]] = {}  # run -> "node: command" this process started
 
     def append(self, **entry: Any) -> dict[str, Any]:
         """Write one record; raises JournalUnwritable when it is not all on disk."""
         record = {"time": time.time(), **entry}
         if self.simulated:
             record["simulated"] = True
-        data = (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode("utf-8")
+        # secrets (a recipe's HF_TOKEN in a command, an output tail) only as ${NAME}
+        text = json.dumps(redact_data(record), ensure_ascii=False, default=str)
+        data = (text + "\n").encode("utf-8")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        except OSError as exc:
+            fd = open_state(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        except OSError as exc:  # UnsafeFile included
             raise self._unwritable(exc) from None
         try:
             written = 0
@@ -77,10 +93,22 @@ class Journal:
         return record
 
     def _unwritable(self, exc: OSError) -> JournalUnwritable:
-        why = exc.strerror or str(exc)
         return JournalUnwritable(
-            f"cannot write the journal {self.path}: {why}; nothing was run "
+            f"cannot write the journal{_why(self.path, exc)}; nothing was run "
             "(free space or fix the permissions of the state directory)"
+        )
+
+    def _stopped(self, exc: JournalUnwritable, run: str) -> JournalUnwritable:
+        """The journal failed in the middle of a run: say exactly what ran before."""
+        ran = self._ran.get(run)
+        if not ran:
+            return exc
+        text = str(exc).replace("; nothing was run", "", 1)
+        return JournalUnwritable(
+            f"{text.split(' (free space')[0]}; the change stopped there, after running: "
+            + "; ".join(ran)
+            + " (nothing after these ran; free space or fix the permissions of the state "
+            "directory)"
         )
 
     def check_writable(self) -> None:
@@ -96,18 +124,27 @@ class Journal:
         (CommandRecord.finish), else `connection lost` (the node dropped), else
         `interrupted` (Ctrl-C, a kill that Python sees, a bug)."""
         rec = CommandRecord(self, uuid.uuid4().hex[:12], run, context, node, action, command)
-        self.append(
-            event="started",
-            cmd=rec.id,
-            run=run,
-            fix=context,
-            node=node,
-            action=action,
-            command=command,
-            pid=os.getpid(),
-        )
+        try:
+            self.append(
+                event="started",
+                cmd=rec.id,
+                run=run,
+                fix=context,
+                node=node,
+                action=action,
+                command=command,
+                pid=os.getpid(),
+            )
+        except JournalUnwritable as exc:
+            raise self._stopped(exc, run) from None
+        _OPEN_HERE.add(rec.id)
+        ran = self._ran.setdefault(run, [])
+        ran.append(f"{node or 'this machine'}: {command} (started; its end is not recorded)")
+        rec.ran_index = len(ran) - 1
         try:
             yield rec
+        except JournalUnwritable as exc:
+            raise self._stopped(exc, run) from None
         except BaseException as exc:
             if not rec.done:
                 from spark_tui.nodes.transport import NodeUnreachable
@@ -115,10 +152,12 @@ class Journal:
                 lost = isinstance(exc, NodeUnreachable)
                 rec.finish(
                     None,
-                    f"{exc.reason}" if lost else type(exc).__name__,  # type: ignore[attr-defined]
+                    f"{exc.reason}" if lost else type(exc).__name__,  # type: ignore[attr-defined]  # a NodeUnreachable when lost: it has .reason
                     outcome=CONNECTION_LOST if lost else INTERRUPTED,
                 )
             raise
+        finally:
+            _OPEN_HERE.discard(rec.id)
         if not rec.done:
             rec.finish(None, "", outcome=INTERRUPTED)
 
@@ -128,24 +167,88 @@ class Journal:
         return list(self)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
+        self.skipped = []
         try:
-            text = self.path.read_text(encoding="utf-8", errors="replace")
+            fd = open_state(self.path)
         except FileNotFoundError:
             return
-        except OSError as exc:
-            raise JournalUnwritable(
-                f"cannot read the journal {self.path}: {exc.strerror}"
-            ) from None
-        for line in text.splitlines():
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(entry, dict) and entry.get("event") != "check":
-                yield entry
+        except OSError as exc:  # UnsafeFile included
+            raise JournalUnwritable(f"cannot read the journal{_why(self.path, exc)}") from None
+        with os.fdopen(fd, "rb") as fh:
+            check_fd(fh.fileno(), self.path)
+            number = 0
+            while True:
+                raw = fh.readline(MAX_RECORD + 1)
+                if not raw:
+                    break
+                number += 1
+                where = f"{self.path}:{number}"
+                if len(raw) > MAX_RECORD and not raw.endswith(b"\n"):
+                    while raw and not raw.endswith(b"\n"):  # the rest of the long line
+                        raw = fh.readline(1 << 20)
+                    self.skipped.append(f"{where}: longer than {MAX_RECORD} bytes: skipped")
+                    continue
+                torn = not raw.endswith(b"\n")
+                try:
+                    entry = json.loads(raw.decode("utf-8", "replace"))
+                except ValueError:
+                    if not torn and raw.strip():  # a torn last line is a power cut: quiet
+                        self.skipped.append(f"{where}: not a JSON record: skipped")
+                    continue
+                problem = record_problem(entry)
+                if problem:
+                    self.skipped.append(f"{where}: {problem}: skipped")
+                    continue
+                if entry.get("event") != "check":
+                    yield entry
 
     def run(self, run_id: str) -> list[dict[str, Any]]:
         return [e for e in self if e.get("run") == run_id]
+
+
+MAX_RECORD = 1 << 20  # one journal record (an output tail is a few KB)
+_TEXT_FIELDS: tuple[str, ...] = (
+    "event",
+    "run",
+    "cmd",
+    "fix",
+    "node",
+    "action",
+    "command",
+    "outcome",
+)
+_TEXT_FIELDS += ("output_tail", "message", "status", "wall", "risk", "reason", "recipe")
+
+
+def record_problem(entry: object) -> str | None:
+    """Why a journal line is not a record spark-tui wrote (None: it is one). Only the
+    fields readers rely on are checked: text is text, numbers are numbers."""
+    if not isinstance(entry, dict):
+        return "not a JSON object"
+    if not isinstance(entry.get("event"), str):
+        return "no event name"
+    for key in _TEXT_FIELDS:
+        if entry.get(key) is not None and not isinstance(entry[key], str):
+            return f"{key!r} is not text"
+    t = entry.get("time", 0)
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or t != t or abs(t) > 1e11:
+        return "'time' is not a time"
+    for key in ("pid", "exit_code", "revision"):
+        v = entry.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
+            return f"{key!r} is not a whole number"
+    nodes = entry.get("nodes")
+    if nodes is not None and not (
+        isinstance(nodes, list) and all(isinstance(n, str) for n in nodes)
+    ):
+        return "'nodes' is not a list of node names"
+    done = entry.get("done")
+    if done is not None and not (
+        isinstance(done, dict)
+        and all(isinstance(v, list) and all(isinstance(a, str) for a in v) for v in done.values())
+    ):
+        return "'done' is not a map of nodes to actions"
+    return None
 
 
 @dataclass
@@ -160,6 +263,7 @@ class CommandRecord:
     action: str
     command: str
     done: bool = False
+    ran_index: int | None = None  # its line in the journal's list of what this run ran
 
     def finish(
         self, exit_code: int | None, tail: str = "", *, outcome: str = "exit", **extra: Any
@@ -167,6 +271,10 @@ class CommandRecord:
         """Record how it ended: outcome `exit` (with the code), `timed out`,
         `connection lost` or `interrupted`."""
         self.done = True
+        ran = self.journal._ran.get(self.run)
+        if ran is not None and self.ran_index is not None:
+            how = f"exit {exit_code}" if outcome == "exit" else outcome
+            ran[self.ran_index] = f"{self.node or 'this machine'}: {self.command} ({how})"
         self.journal.append(
             event="finished",
             cmd=self.id,
@@ -240,10 +348,10 @@ def unfinished(journal: Journal) -> list[UnfinishedRun]:
                     actions.append(str(e.get("action")))
     out = []
     for run, first in first_cmd.items():  # commands cut in a run with no run record
-        if run not in starts and open_cmds.get(run) and not _alive(first.get("pid")):
+        if run not in starts and open_cmds.get(run) and not writer_alive(first.get("pid")):
             starts[run] = {**first, "nodes": ()}
     for run, s in starts.items():
-        if run in ended or _alive(s.get("pid")):
+        if run in ended or writer_alive(s.get("pid")):
             continue
         out.append(
             UnfinishedRun(
@@ -258,7 +366,16 @@ def unfinished(journal: Journal) -> list[UnfinishedRun]:
     return out
 
 
-def _alive(pid: object) -> bool:
+_OPEN_HERE: set[str] = set()  # commands this process has started and not finished
+
+
+def command_running(entry: dict[str, Any]) -> bool:
+    """Whether the command of a `started` record runs now: in this process, or in the
+    spark-tui process that wrote it (still alive)."""
+    return str(entry.get("cmd")) in _OPEN_HERE or writer_alive(entry.get("pid"))
+
+
+def writer_alive(pid: object) -> bool:
     """Whether the process that wrote a start record still runs (on this machine)."""
     if not isinstance(pid, int) or pid <= 0 or pid == os.getpid():
         return False
@@ -286,10 +403,10 @@ class FixLock:
     def acquire(self, what: str) -> None:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        except OSError as exc:
+            fd = open_state(self.path, os.O_RDWR | os.O_CREAT)
+        except OSError as exc:  # UnsafeFile included
             raise JournalUnwritable(
-                f"cannot open the lock {self.path}: {exc.strerror}; nothing was run"
+                f"cannot open the lock{_why(self.path, exc)}; nothing was run"
             ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

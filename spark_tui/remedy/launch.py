@@ -11,7 +11,6 @@ relaunch per diagnosis, `decide_after_crash` says whether this is one.
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 import threading
@@ -26,8 +25,9 @@ from spark_tui.events import ActionProgress
 from spark_tui.kb.diagnosis import Diagnosis
 from spark_tui.kb.matcher import Matcher
 from spark_tui.nodes.transport import CommandResult, NodeUnreachable, Transport
-from spark_tui.recipes.plan import LaunchStep, ray_gpus
+from spark_tui.recipes.plan import LaunchStep, ray_gpus, tar_dir
 from spark_tui.remedy.journal import TIMED_OUT, Journal
+from spark_tui.safefile import read_state_text, write_atomic
 
 Emit = Callable[[ActionProgress], None]
 
@@ -56,17 +56,9 @@ def _noop(_: ActionProgress) -> None:
     pass
 
 
-@functools.lru_cache(maxsize=1)
-def _builtin_matcher() -> Matcher:
-    from spark_tui.kb.loader import load_knowledge
-
-    return Matcher(load_knowledge())
-
-
-def fatal_wall(text: str, matcher: Matcher | None = None) -> str | None:
+def fatal_wall(text: str, matcher: Matcher) -> str | None:
     """The first error-severity wall in a log excerpt, as 'wall-id: evidence', or None."""
-    m = matcher or _builtin_matcher()
-    for hit in m.scan_lines("serve-log", text.splitlines()):
+    for hit in matcher.scan_lines("serve-log", text.splitlines()):
         if hit.severity == "error":  # a suspected wall is not yet fatal
             return f"{hit.wall.id}: {hit.evidence[:300]}"
     return None
@@ -141,7 +133,8 @@ class LaunchRunner:
         self.transports = transports
         self.abort = abort  # an error wall the live monitor saw: a wait ends early
         self.stop = stop  # set when spark-tui is closing: a wait ends at its next poll
-        self.matcher = matcher  # the knowledge base's matcher (built-in when None)
+        # the session's matcher: its walls end a wait early (None: only FATAL_MARKERS do)
+        self.matcher = matcher
         self.clock = clock or RealClock()
         self.emit = emit or _noop
         self.journal = journal
@@ -154,13 +147,20 @@ class LaunchRunner:
         except KeyError:
             raise SparkTuiError(f"no connection to node {node!r}") from None
 
-    def _run(self, step: LaunchStep, command: str, timeout: float, log: bool) -> CommandResult:
+    def _run(
+        self,
+        step: LaunchStep,
+        command: str,
+        timeout: float,
+        log: bool,
+        input: bytes | None = None,
+    ) -> CommandResult:
         """Run one command; with `log`, between its journal records (written before it runs)."""
         transport = self._transport(step.node)
         if not log or self.journal is None:
-            return transport.run(command, timeout=timeout)
+            return transport.run(command, timeout=timeout, input=input)
         with self.journal.command(self.run_id, self.context, step.node, step.id, command) as rec:
-            result = transport.run(command, timeout=timeout)
+            result = transport.run(command, timeout=timeout, input=input)
             rec.finish(
                 None if result.timed_out else result.exit_code,
                 result.tail(),
@@ -172,8 +172,18 @@ class LaunchRunner:
         """Run one step to its end (waits poll through the clock until their timeout)."""
         self.emit(ActionProgress(step.id, step.node, step.command, "running", step.title))
         try:
-            if step.kind == "run":
-                res = self._run(step, step.command, step.timeout_s, log=True)
+            if step.kind in ("run", "copy"):
+                data = None
+                if step.kind == "copy":
+                    try:
+                        data = tar_dir(step.source)
+                    except OSError as exc:
+                        out = StepResult(step, False, f"cannot read {step.source}: {exc}")
+                        self.emit(
+                            ActionProgress(step.id, step.node, step.command, "failed", out.detail)
+                        )
+                        return out
+                res = self._run(step, step.command, step.timeout_s, log=True, input=data)
                 out = StepResult(step, res.ok, "", res.exit_code, res.tail())
                 if not res.ok:
                     out.detail = failure_text(res)
@@ -206,7 +216,7 @@ class LaunchRunner:
             return True, step.expect
         if not res.ok and any(g in text for g in _GONE):
             return None, f"the container stopped: {res.tail(3)}"
-        wall = fatal_wall(res.stdout, self.matcher)
+        wall = fatal_wall(res.stdout, self.matcher) if self.matcher is not None else None
         if wall is not None:
             return None, f"the serve log shows {wall}"
         for marker in FATAL_MARKERS:
@@ -309,7 +319,7 @@ def failure_text(res: CommandResult) -> str:
         return "timed out"
     tail = res.tail(5)
     if shell.needs_sudo_password(tail):
-        from spark_tui.sudoers import sudoers_hint
+        from spark_tui.remedy.sudoers import sudoers_hint
 
         return f"sudo needs a password (exit {res.exit_code}). {sudoers_hint()}"
     return f"exit {res.exit_code}: {tail}" if tail else f"exit {res.exit_code}"
@@ -324,7 +334,7 @@ class AutoRelaunchGuard:
 
     def _load(self) -> dict[str, float]:
         try:
-            data = json.loads(self.path.read_text())
+            data = json.loads(read_state_text(self.path))
         except (OSError, ValueError):
             return {}
         return data if isinstance(data, dict) else {}
@@ -337,9 +347,7 @@ class AutoRelaunchGuard:
         data = self._load()
         data[diagnosis_key] = when
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(json.dumps(data))
-        tmp.replace(self.path)
+        write_atomic(self.path, json.dumps(data))
 
     def claim(self, diagnosis_key: str, when: float, wall: str | None = None) -> bool:
         """Allowed and recorded in one go; False means: ask the user instead. With `wall`,

@@ -13,9 +13,12 @@ from typing import Any
 
 from spark_tui.kb.diagnosis import Diagnosis
 from spark_tui.kb.loader import KnowledgeBase
+from spark_tui.kb.source import Source
 from spark_tui.nodes.cluster import ClusterConfig
 from spark_tui.recipes.model import Recipe
 from spark_tui.recipes.revisions import Revision
+from spark_tui.redact import redact
+from spark_tui.remedy.journal import command_running
 
 JOURNAL_TAIL = 200
 
@@ -30,6 +33,7 @@ class ReportData:
     versions: dict[str, dict[str, str]] = field(default_factory=dict)  # node -> name -> text
     diagnoses: list[Diagnosis] = field(default_factory=list)
     journal: list[dict[str, Any]] = field(default_factory=list)
+    journal_skipped: list[str] = field(default_factory=list)  # "file:line: why"
     evidence: dict[str, str] = field(default_factory=dict)  # file name -> text
     generated: float = field(default_factory=time.time)
 
@@ -42,7 +46,7 @@ def recipe_checks(kb: KnowledgeBase, recipe: Recipe) -> list[Diagnosis]:
         for rule in wall.rules:
             if rule.scope == "recipe" and rule.when and all(c.holds(facts) for c in rule.when):
                 evidence = f"recipe {recipe.id}: " + " and ".join(str(c) for c in rule.when)
-                out.append(Diagnosis(wall, f"recipe:{recipe.id}", 0, evidence))
+                out.append(Diagnosis(wall, Source.recipe(), 0, evidence))
                 break
     return out
 
@@ -129,6 +133,9 @@ def build_report(d: ReportData) -> str:
             out.append("Fixes: " + "; ".join(f"`{f.id}` ({f.risk})" for f in fixes if f))
             out.append("")
     out += _journal_section(d.journal)
+    if d.journal_skipped:
+        out += ["Journal lines left out (not records spark-tui wrote):", ""]
+        out += [f"- {_cell(s)}" for s in d.journal_skipped[:20]] + [""]
     if d.evidence:
         out += ["## Evidence", ""]
         for name, text in d.evidence.items():
@@ -138,7 +145,8 @@ def build_report(d: ReportData) -> str:
             out.append("")
             out.append("</details>")
             out.append("")
-    return "\n".join(out).rstrip("\n") + "\n"
+    # made to be pasted in public: secrets only as ${NAME}
+    return redact("\n".join(out).rstrip("\n") + "\n")
 
 
 _EVENT_TEXT = {
@@ -196,10 +204,12 @@ def _journal_section(journal: list[dict[str, Any]]) -> list[str]:
     for e in open_cmds.values():
         when = _when(float(e.get("time", 0)))
         cmd = _cell(str(e.get("command", ""))[:300])
-        out.append(
-            f"| {when} | {e.get('node') or '—'} | {e.get('action')} | `{cmd}` "
-            "| **started, no end recorded: it may have half-run** |"
+        state = (
+            f"**running now** (spark-tui pid {e.get('pid')})"
+            if command_running(e)
+            else "**started, no end recorded: it may have half-run**"
         )
+        out.append(f"| {when} | {e.get('node') or '—'} | {e.get('action')} | `{cmd}` | {state} |")
     out.append("")
     for e in failed[-5:]:
         how = e.get("outcome") if e.get("outcome") != "exit" else f"exit {e.get('exit_code')}"

@@ -69,3 +69,12 @@ def stdout_target(p: SimProcess) -> str:
 def cgroup(p: SimProcess) -> str:
     """/proc/PID/cgroup of a containerised process (cgroup v2, as on DGX OS)."""
     return f"0::/system.slice/docker-{p.container.id}.scope\n"
+
+
+def executable(p: SimProcess) -> str:
+    """What /proc/PID/exe points at: the interpreter that runs an engine or Ray's daemon's
+    binary (the first word of a container's own command otherwise)."""
+    first = p.args.split()[0] if p.args.strip() else "/bin/sh"
+    if p.engine is not None or first.split("/")[-1] in ("vllm", "sglang", "python3", "python"):
+        return "/usr/bin/python3.12"
+    return first if first.startswith("/") else f"/usr/bin/{first}"

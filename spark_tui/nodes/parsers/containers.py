@@ -6,6 +6,7 @@ import json
 
 from spark_tui.nodes.parsers import Unparseable
 from spark_tui.nodes.state import Container
+from spark_tui.untrusted import clean
 
 DOCKER_UNREACHABLE = (
     "cannot connect to the docker daemon",
@@ -50,14 +51,15 @@ def parse_docker_ps(text: str) -> tuple[Container, ...] | Unparseable:
             return Unparseable(f"not a JSON line: {line[:120]!r}")
         if not isinstance(obj, dict):
             return Unparseable(f"not a JSON object: {line[:120]!r}")
-        names = obj.get("Names", "")
+        # JSON's \u001b escapes decode to the controls the transport cleaned from the text
+        names = clean(str(obj.get("Names", "")), keep_newlines=False)
         containers.append(
             Container(
-                id=str(obj.get("ID", "")),
-                name=str(names).split(",")[0],
-                image=str(obj.get("Image", "")),
-                state=_state(obj),
-                status=str(obj.get("Status", "")),
+                id=clean(str(obj.get("ID", "")), keep_newlines=False),
+                name=names.split(",")[0],
+                image=clean(str(obj.get("Image", "")), keep_newlines=False),
+                state=clean(_state(obj), keep_newlines=False),
+                status=clean(str(obj.get("Status", "")), keep_newlines=False),
             )
         )
     return tuple(containers)

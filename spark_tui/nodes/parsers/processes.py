@@ -1,4 +1,4 @@
-"""`ps -ww -eo pid=,args=` (filtered to Ray and the engines): who runs the serving stack on a
+"""`id -u; ps -ww -eo pid=,uid=,args=` (filtered to Ray and the engines): who runs the serving stack on a
 node, whoever started it — Ray's gcs_server (the head) and raylet (a member), and the
 engine's API process with its model and port, read from its command line."""
 
@@ -37,12 +37,34 @@ def _words(args: str) -> list[str]:
         return args.split()
 
 
+INTERPRETERS = ("sh", "bash", "dash")  # and python*: what runs an engine's entry script
+
+
+def _interpreter(word: str) -> bool:
+    base = os.path.basename(word)
+    return base.startswith("python") or base in INTERPRETERS
+
+
+def starts_engine(words: list[str]) -> bool:
+    """The argument vector runs an engine itself: its program is the engine's entry point
+    (`vllm serve`, `sglang …`), or an interpreter running it (`python3 /usr/bin/vllm serve`,
+    `python3 -m vllm.entrypoints.openai.api_server`) — not an engine's name anywhere in it
+    (`sleep 1 vllm serve`, `bash -c 'vllm serve …'`: the engine would be a child, own line)."""
+    if not words:
+        return False
+    if engine_words(words[:1] + words[1:3]) is not None and not _interpreter(words[0]):
+        return True  # vllm serve …
+    if _interpreter(words[0]) and len(words) > 1:
+        if words[1] == "-m":
+            return engine_words(words[:3]) is not None
+        return engine_words(words[1:3]) is not None
+    return False
+
+
 def engine_from_args(pid: int, words: list[str]) -> EngineProcess | None:
     """The engine an argument vector starts, or None (the docker CLI, a log tail, a shell
     running a command string: the engine is its child, with its own line)."""
-    if not words or os.path.basename(words[0]) in ("docker", "tail", "grep"):
-        return None
-    if os.path.basename(words[0]) in ("sh", "bash", "dash") and words[1:2] == ["-c"]:
+    if not starts_engine(words):
         return None
     engine = engine_words(words)
     if engine is None:
@@ -56,18 +78,24 @@ def engine_from_args(pid: int, words: list[str]) -> EngineProcess | None:
     return EngineProcess(pid, parsed.engine, parsed.model, port, tuple(words))
 
 
-_LINE = re.compile(r"^\s*(\d+)\s+(.*\S)\s*$")
+_LINE = re.compile(r"^\s*(\d+)\s+(\d+)\s+(.*\S)\s*$")
 
 
 def parse_processes(text: str) -> StackProcesses:
-    """Ray's daemons and the first engine API process in the filtered process list."""
+    """Ray's daemons and the first engine API process in the filtered process list
+    (`id -u` then `ps -ww -eo pid=,uid=,args=`). Only a process of root or of the user we
+    are on the node is believed: another user's process that calls itself `vllm serve`
+    is not the engine (attaching to it would follow files and run commands it chose)."""
     head = member = False
     engine: EngineProcess | None = None
-    for line in text.splitlines():
+    lines = text.splitlines()
+    first = lines[0].strip() if lines else ""
+    own = {0, int(first)} if first.isdigit() else {0}
+    for line in lines[1:] if first.isdigit() else lines:
         m = _LINE.match(line)
-        if not m:
+        if not m or int(m.group(2)) not in own:
             continue
-        pid, args = int(m.group(1)), m.group(2)
+        pid, args = int(m.group(1)), m.group(3)
         words = _words(args)
         first = os.path.basename(words[0]) if words else ""
         if first == "gcs_server" or "/gcs_server" in (words[0] if words else ""):
@@ -79,8 +107,15 @@ def parse_processes(text: str) -> StackProcesses:
     return StackProcesses(head, member or head, engine)
 
 
-_CONTAINER_ID = re.compile(r"docker[-/]([0-9a-f]{12,64})")
-_UNIT = re.compile(r"/([A-Za-z0-9@._:-]+\.service)(?:/|$)")
+# the whole cgroup line of a docker container's process (v2 under systemd, v2 cgroupfs,
+# v1), and of a system service: anchored, so nothing a user names elsewhere can pass for one
+_CONTAINER_ID = re.compile(
+    r"^\d+:[^:\n]*:/(?:system\.slice/docker-([0-9a-f]{64})\.scope|docker/([0-9a-f]{64}))$", re.M
+)
+_UNIT = re.compile(r"^\d+:[^:\n]*:/system\.slice/([A-Za-z0-9@._:-]+\.service)$", re.M)
+EXE_MARK = "@@spark-tui exe"
+FD_MARK = "@@spark-tui fd1"
+DELETED = " (deleted)"
 
 
 @dataclass(frozen=True)
@@ -90,19 +125,42 @@ class EngineOutput:
     target: str | None  # a file path, or "pipe:[…]", "socket:[…]", "/dev/pts/3"
     container_id: str | None  # the docker container it runs in
     unit: str | None  # the systemd unit it runs under (outside docker)
+    exe: str | None = None  # its executable, as the kernel names it
 
     @property
     def file(self) -> str | None:
-        """The file it writes to (not a pipe, a socket or a terminal)."""
+        """The file it writes to (not a pipe, a socket, a terminal, nor one deleted since:
+        a name ending in " (deleted)" may be anyone's file now)."""
         t = self.target
-        return t if t and t.startswith("/") and not t.startswith(("/dev/", "/proc/")) else None
+        if not t or not t.startswith("/") or t.startswith(("/dev/", "/proc/")):
+            return None
+        return None if t.endswith(DELETED) or "\n" in t else t
+
+    @property
+    def real_engine(self) -> bool:
+        """Its executable is an engine's or an interpreter's (not known: not refused)."""
+        return (
+            self.exe is None
+            or _interpreter(self.exe)
+            or (os.path.basename(self.exe) in ("vllm", "sglang"))
+        )
 
 
 def parse_engine_output(text: str) -> EngineOutput:
-    """`readlink /proc/PID/fd/1; cat /proc/PID/cgroup` → EngineOutput."""
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    target = lines[0] if lines and not lines[0].startswith(("0::", "1:", "2:")) else None
-    cgroups = "\n".join(lines[1:] if target else lines)
+    """ENGINE_OUTPUT's answer → EngineOutput: the cgroup lines (the kernel's, first), then
+    the executable and the fd's target, each after its marker and taken whole."""
+    cgroups, _, rest = text.partition(f"\n{EXE_MARK}\n")
+    if not _:
+        cgroups, _, rest = text.partition(f"{EXE_MARK}\n")
+    exe, _, target = rest.partition(f"\n{FD_MARK}\n")
+    if not _ and rest.startswith(f"{FD_MARK}\n"):
+        exe, target = "", rest[len(FD_MARK) + 1 :]
+    target = target.removesuffix("\n")
     cid = _CONTAINER_ID.search(cgroups)
     unit = _UNIT.search(cgroups) if cid is None else None
-    return EngineOutput(target, cid.group(1) if cid else None, unit.group(1) if unit else None)
+    return EngineOutput(
+        target or None,
+        (cid.group(1) or cid.group(2)) if cid else None,
+        unit.group(1) if unit else None,
+        exe.strip() or None,
+    )

@@ -16,7 +16,7 @@ from spark_tui.remedy.actions import launches, model_copies, node_commands, reci
 from spark_tui.remedy.actions.base import ActionKind
 
 REGISTRY: dict[str, ActionKind] = {
-    cls.name: cls()
+    cls.schema.name: cls()
     for cls in (
         *node_commands.KINDS,
         *model_copies.KINDS,

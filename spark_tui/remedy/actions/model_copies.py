@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from spark_tui import shell
+from spark_tui.action_schemas import SCHEMAS
 from spark_tui.errors import InputError
 from spark_tui.events import ActionProgress
 from spark_tui.kb.schema import Action
@@ -150,22 +151,7 @@ def _ssh_target(node: NodeConfig) -> str:
 
 
 class VerifyModelCopies(ActionKind):
-    name = "verify-model-copies"
-    optional = frozenset({"on", "dir"})
-    default_target = "all"
-    min_risk = "disruptive"
-    summary = (
-        "compare the model's shards on every node (size and sha256) and repair a node's copy "
-        "from a node whose copy agrees (the old file moved aside)"
-    )
-
-    def validate(self, params: Mapping[str, Any]) -> list[tuple[str, str | None]]:
-        d = params.get("dir")
-        if d is not None and not (
-            isinstance(d, str) and d.startswith(("/", "~/", "$HOME/")) and "\n" not in d
-        ):
-            return [("'dir' must be an absolute path or start with ~/", "dir")]
-        return []
+    schema = SCHEMAS["verify-model-copies"]
 
     def generic_lines(self, params: Mapping[str, Any]) -> list[str]:
         return [

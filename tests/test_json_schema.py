@@ -1,0 +1,209 @@
+"""Every JSON line every command prints validates against the schema shipped in the package
+(spark_tui/schema/json-output.schema.json, linked from docs/json.md). The commands run for
+real, as a user runs them, on the simulated cluster (or this machine for doctor)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jsonschema import Draft202012Validator, FormatChecker
+
+from spark_tui.event_lines import (
+    ActiveWall,
+    Adopted,
+    AppliedFix,
+    DoctorRan,
+    Done,
+    FixApplied,
+    Launched,
+    LaunchFailed,
+    LineEvent,
+    NodeReach,
+    RecipeChosen,
+    Refused,
+    RelaunchDecided,
+    Serving,
+    StatusRead,
+    Stuck,
+    WallResolved,
+    line,
+    schema,
+    schema_path,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+RECIPE = "minimax-m2.7-nvfp4-vllm-tp2"
+SPARKRUN = "name: lab\nhosts:\n- spark-a\n- 10.0.0.12\nuser: ubuntu\ntopology: direct\n"
+
+
+def validator(definition: str) -> Draft202012Validator:
+    doc = schema()
+    Draft202012Validator.check_schema(doc)
+    sub = {"$defs": doc["$defs"], "$ref": f"#/$defs/{definition}"}
+    return Draft202012Validator(sub, format_checker=FormatChecker())
+
+
+def errors_of(definition: str, obj: Any) -> list[str]:
+    return [
+        f"{'/'.join(map(str, e.absolute_path))}: {e.message}"
+        for e in validator(definition).iter_errors(obj)
+    ]
+
+
+def spark_tui(*args: str, ok: tuple[int, ...] = (0,), cwd: Path | None = None) -> str:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "spark_tui", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=280,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode in ok, (args, proc.returncode, proc.stderr[-2000:])
+    assert proc.stdout.strip(), (args, proc.stderr[-2000:])
+    return proc.stdout
+
+
+def event_lines(out: str) -> list[dict[str, Any]]:
+    lines = [json.loads(x) for x in out.splitlines() if x.strip()]
+    for obj in lines:
+        assert not errors_of("event", obj), (obj, errors_of("event", obj))
+    return lines
+
+
+def test_the_schema_is_a_valid_schema_shipped_in_the_package() -> None:
+    assert schema_path().is_relative_to(ROOT / "spark_tui")
+    Draft202012Validator.check_schema(schema())
+    assert "spark_tui/schema/json-output.schema.json" in (ROOT / "docs/json.md").read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scenario", ["drm-override", "host-ip-mismatch", "attach-eugr"])
+def test_up_json_lines_validate(scenario: str, tmp_path: Path) -> None:
+    lines = event_lines(
+        spark_tui("up", "--demo", scenario, "--yes", "--json", ok=(0, 1), cwd=tmp_path)
+    )
+    kinds = [x["event"] for x in lines]
+    assert kinds[-1] == "done" and "launch" in kinds, kinds
+    assert "diagnosis" in kinds and "fix" in kinds, kinds
+    for x in lines:
+        if x["event"] == "resolved":
+            assert x["file"], x
+
+
+@pytest.mark.slow
+def test_watch_json_lines_validate(tmp_path: Path) -> None:
+    out = spark_tui(
+        "watch", "--json", "--demo", "restart-loop", "--auto-relaunch", "--duration", "25",
+        cwd=tmp_path,
+    )  # fmt: skip
+    kinds = {x["event"] for x in event_lines(out)}
+    assert "diagnosis" in kinds, kinds
+
+
+def test_status_json_is_an_event_line(tmp_path: Path) -> None:
+    (obj,) = event_lines(spark_tui("status", "--json", "--demo", "healthy", cwd=tmp_path))
+    assert obj["event"] == "status" and [n["name"] for n in obj["nodes"]] == ["spark1", "spark2"]
+
+
+def test_triage_json_validates() -> None:
+    logs = sorted((ROOT / "tests/sample-logs/walls").glob("*/*.log"))[:12]
+    doc = json.loads(spark_tui("triage", "--json", *map(str, logs), ok=(0, 1)))
+    assert doc["diagnoses"], "the sample logs show walls"
+    assert not errors_of("triage", doc), errors_of("triage", doc)
+
+
+def test_doctor_json_validates_on_this_machine() -> None:
+    cluster = ROOT / "tests/sample-clusters/local.yaml"
+    doc = json.loads(spark_tui("doctor", "--json", "--config", str(cluster), ok=(0, 1)))
+    assert doc["checks"], doc
+    assert not errors_of("doctor", doc), errors_of("doctor", doc)
+
+
+def test_stop_json_validates(tmp_path: Path) -> None:
+    doc = json.loads(spark_tui("stop", "--json", "--demo", "healthy", "--yes", cwd=tmp_path))
+    assert not errors_of("stop", doc), errors_of("stop", doc)
+
+
+@pytest.mark.parametrize(
+    ("definition", "args"),
+    [
+        ("recipes-list", ("recipes", "list", "--json")),
+        ("recipes-render", ("recipes", "render", RECIPE, "--json")),
+        ("recipes-fit", ("recipes", "fit", RECIPE, "--json")),
+        ("kb-list", ("kb", "list", "--json")),
+    ],
+)
+def test_recipe_and_kb_json_validates(definition: str, args: tuple[str, ...]) -> None:
+    doc = json.loads(spark_tui(*args))
+    assert doc
+    assert not errors_of(definition, doc), errors_of(definition, doc)
+
+
+def test_discover_json_validates(tmp_path: Path) -> None:
+    f = tmp_path / "lab.yaml"
+    f.write_text(SPARKRUN)
+    doc = json.loads(spark_tui("discover", "--from", str(f), "--no-probe", "--json"))
+    assert [n["host"] for n in doc["nodes"]] == ["spark-a", "10.0.0.12"]
+    assert not errors_of("discover", doc), errors_of("discover", doc)
+
+
+EVERY_EVENT: list[LineEvent] = [
+    WallResolved(wall="cuda-oom", node="spark1", file="spark1:serve", how="fixed: x", time=1.0),
+    NodeReach(node="spark2", reachable=False, reason="timed out"),
+    NodeReach(node="spark2", reachable=True, reason=None),
+    RelaunchDecided(relaunch=True, why="one relaunch", wall="cuda-oom", fix="cap-context"),
+    RelaunchDecided(relaunch=False, why="no diagnosis with a fix"),
+    RecipeChosen(recipe=RECIPE, revision=0),
+    Adopted(recipe="adopted-1", text="id: adopted-1\n"),
+    DoctorRan(reachable=("spark1",), passed=3, warnings=0, failed=()),
+    FixApplied(
+        wall="cuda-oom",
+        fix="cap-context",
+        risk="safe",
+        nodes=(),
+        ok=True,
+        summary="checked",
+        recipe=RECIPE,
+        revision=1,
+    ),
+    Launched(launch=1, recipe=RECIPE),
+    Serving(launch=1, tok_s=33.1),
+    LaunchFailed(launch=1, why="timed out"),
+    Refused(fix="adopt", why="not confirmed: nothing saved"),
+    Stuck(why="no diagnosis with a fix"),
+    Done(
+        serving=False,
+        launches=1,
+        recipe=None,
+        tok_s=None,
+        fixes=(AppliedFix(wall="cuda-oom", fix="cap-context"),),
+        active=(ActiveWall(wall="cuda-oom", severity="error", node=None),),
+    ),
+    StatusRead(cluster="cluster.yaml", nodes=()),
+]
+
+
+@pytest.mark.parametrize("event", EVERY_EVENT, ids=lambda e: e.name())
+def test_every_event_kind_serializes_to_a_valid_line(event: LineEvent) -> None:
+    obj = line(event)
+    keys = list(obj)
+    assert (keys[0], keys[-1]) == ("event", "time")
+    assert not errors_of("event", obj), errors_of("event", obj)
+    assert obj["event"] in schema()["$defs"]["event"]["properties"]["event"]["enum"]
+
+
+def test_a_line_missing_its_time_or_a_field_does_not_validate() -> None:
+    obj = line(Launched(launch=1, recipe=RECIPE))
+    assert not errors_of("event", obj)
+    assert errors_of("event", {k: v for k, v in obj.items() if k != "time"})
+    assert errors_of("event", {k: v for k, v in obj.items() if k != "launch"})
+    assert errors_of("event", {**obj, "event": "no-such-event"})
