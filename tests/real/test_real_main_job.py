@@ -47,6 +47,8 @@ def test_harness_nodes_are_separate_machines(real_cluster: RealCluster) -> None:
     c.exec("spark1", "pkill -f 'sleep 4242'", check=False)
     # the fabric: spark2 reaches spark1's sshd over the bridge, host key checked
     assert c.exec("spark2", "ssh real-spark1 hostname").strip() == "spark1"
+    # up again is a no-op naming the same cluster.yaml
+    assert c.sh("up", "--nodes", "2").strip().splitlines()[-1] == str(c.config)
 
 
 def test_up_from_nothing_to_serving(real_cluster: RealCluster) -> None:
