@@ -376,7 +376,7 @@ up() {
   down >/dev/null 2>&1 || true # leftovers of a killed run, or another size
   build
   local t0=$SECONDS
-  ip link add "$BR" type bridge mtu 9000
+  ip link add "$BR" mtu 9000 type bridge
   ip addr add "$NET.254/24" dev "$BR"
   ip link set "$BR" up
   # dockerd sets FORWARD's policy to DROP, which drops bridged traffic between namespaces
