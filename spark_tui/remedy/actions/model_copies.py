@@ -157,7 +157,7 @@ class VerifyModelCopies(ActionKind):
         ]
 
     def plan(self, index: int, action: Action, ctx: PlanContext) -> PlannedAction:
-        on = action.params.get("on", self.schema.default_target)
+        on = str(action.params.get("on", self.schema.default_target))
         nodes = list(ctx.cluster.select(on, ctx.seen))
         if ctx.seen in [n.name for n in nodes] and len(nodes) > 1:
             nodes = [n for n in nodes if n.name != ctx.seen] + [ctx.cluster.node(ctx.seen)]

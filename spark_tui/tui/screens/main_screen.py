@@ -357,8 +357,9 @@ class MainScreen(Screen):
 
         from spark_tui.tui.screens.confirm_modal import ConfirmModal
 
-        if self.app.running_action() is not None:
-            self.notify(f"{self.app.running_action()} is running: wait for it.", severity="warning")
+        running = self._running_action()
+        if running is not None:
+            self.notify(f"{running} is running: wait for it.", severity="warning")
             return
         try:
             current, served, diff = self.session.rollback_preview()
