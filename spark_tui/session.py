@@ -722,7 +722,8 @@ class Session:
     def doctor(self) -> DoctorReport:
         """Read-only preflight of every node; its readings feed the monitor's walls too, so
         the doctor and the walls list never disagree."""
-        from spark_tui.nodes.doctor import recipe_model_paths, run_doctor
+        from spark_tui.nodes.doctor import run_doctor
+        from spark_tui.nodes.model_paths import recipe_model_paths
 
         recipe = self.recipe()
         report = run_doctor(
@@ -761,7 +762,8 @@ class Session:
         measured = None
         head = self.config.head
         if recipe.model.checkpoint_bytes is None and states.get(head.name, None) is not None:
-            from spark_tui.nodes.doctor import model_size, recipe_model_paths
+            from spark_tui.nodes.doctor import model_size
+            from spark_tui.nodes.model_paths import recipe_model_paths
 
             paths = recipe_model_paths(recipe.model.path, recipe.volumes, self.config.models_dir)
             if states[head.name].reachable and paths:
