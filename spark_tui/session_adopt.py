@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from spark_tui import policy
 from spark_tui.errors import InputError
 
 if TYPE_CHECKING:
+    from spark_tui.nodes.state import NodeState
     from spark_tui.recipes.model import Recipe
     from spark_tui.session import Session
 
@@ -19,9 +20,9 @@ class Adoption:
     def __init__(self, session: Session) -> None:
         self.session = session
 
-    def running_engine(self) -> tuple[str, Any] | None:
-        """(node, EngineProcess) of the serving engine running now, whoever started it (the
-        head's first): read from each node's processes."""
+    def running_engine(self) -> tuple[str, NodeState] | None:
+        """(node, its readings) of the node whose serving engine runs now (`.engine`),
+        whoever started it (the head's first): read from each node's processes."""
         from spark_tui.nodes.sampler import sample
 
         states = self.session.states() or {
@@ -56,6 +57,7 @@ class Adoption:
             )
         node, state = found
         engine = state.engine
+        assert engine is not None  # running_engine found one there
         from spark_tui import shell
 
         res = self.session.transports[node].run(
