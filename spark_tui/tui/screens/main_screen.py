@@ -251,7 +251,11 @@ class MainScreen(Screen):
         """Say what is happening and which key comes next (after any change); `changes`
         update what the screen remembers (fixed, launched, last_failed, requests)."""
         self._memory.update(changes)
-        detail = self.query_one(DiagnosisDetail)
+        try:
+            detail = self.query_one(DiagnosisDetail)
+            self.query_one(StatusLine)
+        except NoMatches:
+            return  # the app is closing: its widgets are already gone
         d = detail.diagnosis
         wall = d if d is not None and d.active and d.severity != "info" else None
         fix = detail.selected_fix() if wall is not None else None
