@@ -2,6 +2,7 @@
 """Precision and recall of the knowledge base per wall, on real log text.
 
     python bench/corpus.py [--engine E] [--variants all|posted] [--json FILE] [--wall ID]
+                           [--heldout] [--write-split]
 
 The corpus is tests/sample-logs/: walls/<wall-id>/*.log are real excerpts of that
 wall (where each came from is in the folder's SOURCES.md), healthy/*.log are hard
@@ -21,11 +22,18 @@ there (any confidence); per wall:
   FN  such files where it is not,
   FP  other files where it is found (not listed in `allow`).
 Negatives must also raise no error-severity diagnosis at all.
+
+A second, independent check: tests/sample-logs/heldout.yaml records a third of each wall's
+files (the held-out split, chosen by `choose_heldout`: per wall, the files whose name hashes
+lowest) that signatures are not written from; `--heldout` scores only those files and prints
+their recall per wall beside the full corpus's. `--write-split` records the split again (after
+files were added).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 import textwrap
@@ -43,6 +51,7 @@ from spark_tui.kb.loader import load_knowledge  # noqa: E402
 from spark_tui.kb.matcher import Matcher  # noqa: E402
 
 CORPUS = REPO / "tests" / "sample-logs"
+HELDOUT = CORPUS / "heldout.yaml"
 
 
 # ------------------------------------------------------------ how users re-paste
@@ -220,6 +229,37 @@ def load_examples(corpus: Path = CORPUS) -> list[Example]:
     return out
 
 
+def choose_heldout(corpus: Path = CORPUS) -> dict[str, list[str]]:
+    """The held-out split: per wall, a third of its files (at least one where it has two or
+    more), those whose file name hashes lowest (sha256) — fixed by the names alone."""
+    out: dict[str, list[str]] = {}
+    for d in sorted((corpus / "walls").iterdir()):
+        names = sorted(p.name for p in d.glob("*.log"))
+        if len(names) < 2:
+            continue
+        k = max(1, len(names) // 3)
+        ranked = sorted(names, key=lambda n: hashlib.sha256(n.encode()).hexdigest())
+        out[d.name] = sorted(ranked[:k])
+    return out
+
+
+def load_heldout(path: Path = HELDOUT) -> set[str]:
+    """The recorded held-out files, as paths relative to the corpus (walls/ID/FILE)."""
+    data = yaml.safe_load(path.read_text()) if path.is_file() else {}
+    return {f"walls/{w}/{f}" for w, files in (data or {}).items() for f in files}
+
+
+def write_heldout(path: Path = HELDOUT) -> None:
+    split = choose_heldout()
+    head = (
+        "# The held-out split of the corpus (bench/corpus.py --heldout): per wall, a third of its\n"
+        "# files, those whose file name hashes lowest (sha256; bench/corpus.py choose_heldout).\n"
+        "# Signatures are not written from these files: a new wording seen only here is added to\n"
+        "# its wall's source map from the project's source, never copied from the file.\n"
+    )
+    path.write_text(head + yaml.safe_dump(split, sort_keys=True, default_flow_style=False))
+
+
 def diagnose(matcher: Matcher, name: str, data: bytes) -> dict[str, tuple[str, str]]:
     """wall id -> (severity, confidence) of what triage reports for this text."""
     book = DiagnosisBook()
@@ -246,12 +286,16 @@ def score(
     engine: str | None = None,
     variants: dict[str, Callable[[str], str]] = VARIANTS,
     only: str | None = None,
+    files: set[str] | None = None,
 ) -> Report:
+    """Scores per wall; `files` (paths relative to the corpus): only those examples."""
     kb = load_knowledge(use_user=False)
     matcher = Matcher(kb, engine=engine)
     log_walls = sorted(w.id for w in kb if w.signatures)
     groups = {w.id: ("seed" if w.id in FIRST_LOG_WALLS else "beyond") for w in kb}
     examples = load_examples()
+    if files is not None:
+        examples = [e for e in examples if str(e.path.relative_to(CORPUS)) in files]
     walls = {w: Score() for w in log_walls}
     by_variant: dict[str, dict[str, Score]] = {v: {w: Score() for w in log_walls} for v in variants}
     negative_errors: list[str] = []
@@ -351,15 +395,66 @@ def render(r: Report, variants: dict[str, Callable[[str], str]] = VARIANTS) -> s
     return "\n".join(out)
 
 
+def render_heldout(full: Report, held: Report) -> str:
+    """Recall per wall on the held-out split beside the full corpus (and precision there)."""
+    out = [
+        f"held-out split: {held.examples} wall examples of {full.examples}"
+        f" ({HELDOUT.relative_to(REPO)}), every form; full corpus beside it",
+        "",
+        "| wall | held-out files | held-out recall | full recall | full precision |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    per_file = {w: 0 for w in held.walls}
+    for f in load_heldout():
+        w = f.split("/")[1]
+        per_file[w] = per_file.get(w, 0) + 1
+    for w in sorted(full.walls, key=lambda w: (full.groups[w] != "seed", w)):
+        h, s = held.walls[w], full.walls[w]
+        if not (s.tp + s.fn):
+            continue
+        hr = _pct(h.recall) if h.tp + h.fn else "–"
+        out.append(
+            f"| {w} | {per_file.get(w, 0)} | {hr} | {_pct(s.recall)} | {_pct(s.precision)} |"
+        )
+    tot_h, tot_f = Score(), Score()
+    for w in full.walls:
+        for tot, rep in ((tot_h, held), (tot_f, full)):
+            sc = rep.walls[w]
+            tot.tp, tot.fn, tot.fp = tot.tp + sc.tp, tot.fn + sc.fn, tot.fp + sc.fp
+    out.append(
+        f"| **all** | {held.examples} | **{_pct(tot_h.recall)}** | **{_pct(tot_f.recall)}**"
+        f" | **{_pct(tot_f.precision)}** |"
+    )
+    out.append("")
+    out.append(
+        f"error-severity diagnoses on hard negatives (full corpus): {len(full.negative_errors)}"
+    )
+    for w, sc in sorted(held.walls.items()):
+        for m in sc.misses[:12]:
+            out.append(f"missed (held out) {w}: {m}")
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--engine", choices=("hyperscan", "re2", "re"))
     ap.add_argument("--variants", choices=("all", "posted"), default="all")
     ap.add_argument("--wall", help="score one wall only")
     ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    ap.add_argument(
+        "--heldout", action="store_true", help="recall on the held-out split beside the full corpus"
+    )
+    ap.add_argument("--write-split", action="store_true", help="record the held-out split again")
     args = ap.parse_args(argv)
     variants = VARIANTS if args.variants == "all" else {"as posted": VARIANTS["as posted"]}
+    if args.write_split:
+        write_heldout()
+        print(f"wrote {HELDOUT.relative_to(REPO)}")
+        return 0
     r = score(args.engine, variants, args.wall)
+    if args.heldout:
+        print(render_heldout(r, score(args.engine, variants, args.wall, load_heldout())))
+        return 0
     print(render(r, variants))
     if args.json:
         Path(args.json).write_text(

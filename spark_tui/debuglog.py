@@ -80,7 +80,7 @@ def _thread_excepthook(args: threading.ExceptHookArgs) -> None:
     log.error(
         "uncaught exception in %s",
         name,
-        exc_info=(args.exc_type, args.exc_value, args.exc_traceback),
+        exc_info=args.exc_value if args.exc_value is not None else True,
     )
     print(
         f"spark-tui: internal error in {name}: {args.exc_type.__name__}: {args.exc_value} "

@@ -116,7 +116,7 @@ def redacted_output() -> Iterator[None]:
     from spark_tui import redact
 
     out, err = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = redact.RedactingStream(out), redact.RedactingStream(err)  # type: ignore[assignment]
+    sys.stdout, sys.stderr = redact.RedactingStream(out), redact.RedactingStream(err)
     try:
         yield
     finally:

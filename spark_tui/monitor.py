@@ -46,6 +46,7 @@ from spark_tui.events import (
 from spark_tui.kb.diagnosis import Diagnosis, DiagnosisBook
 from spark_tui.kb.loader import KnowledgeBase
 from spark_tui.kb.matcher import Matcher
+from spark_tui.kb.source import Source
 from spark_tui.nodes import commands
 from spark_tui.nodes.cluster import ClusterConfig
 from spark_tui.nodes.parsers import Unparseable
@@ -88,7 +89,7 @@ class ClusterMonitor:
         slow_every: int = 5,
         dmon: bool = True,
         auto_tail: bool = True,
-        matcher_engine: str | None = None,
+        matcher: Matcher | None = None,
         max_queued_lines: int = 100_000,
         idle_factor: float = IDLE_FACTOR,
     ) -> None:
@@ -108,7 +109,7 @@ class ClusterMonitor:
         self.auto_tail = auto_tail
         self._book = DiagnosisBook()
         self._rules = RuleEngine(kb, self._book)
-        self._matcher = Matcher(kb, engine=matcher_engine)
+        self._matcher = matcher or Matcher(kb)  # the session's, else one of this kb
         self._match = self._matcher.stream()  # ONE stream for every node and source
         self._lock = threading.RLock()  # guards the book, the match stream, states, trackers
         self._stop = threading.Event()
@@ -180,7 +181,7 @@ class ClusterMonitor:
             streams = list(self._streams.values())
         for s in streams:
             with contextlib.suppress(Exception):
-                s.close()  # type: ignore[attr-defined]
+                s.close()  # type: ignore[attr-defined]  # a stream object of the transport; every kind has close()
         if close_transports:
             for t in self.transports.values():
                 with contextlib.suppress(Exception):
@@ -235,7 +236,7 @@ class ClusterMonitor:
                 d
                 for d in self._book
                 if d.active
-                and not _readings_source(d.source)
+                and not d.source.from_readings
                 and d.resolve(now, f"from launch attempt {max(d.attempt, 1)}; a new one began")
             ]
             for node in nodes:
@@ -266,9 +267,8 @@ class ClusterMonitor:
             for d in self._book:
                 if d.wall.id != wall_id or not d.active:
                     continue
-                if _readings_source(d.source):
-                    subject = d.source.split(":", 1)[0]
-                    self._rules.forget_active(d.wall.id, subject)
+                if d.source.from_readings:
+                    self._rules.forget_active(d.wall.id, d.source.subject)
                 elif last_launch_at is None or d.first_seen >= last_launch_at:
                     continue  # seen in this launch: it clears with the next one
                 if d.resolve(now, f"fixed: {how}"):
@@ -617,7 +617,7 @@ class ClusterMonitor:
         if port is None:
             port = 30000 if recipe.get("recipe.engine") == "sglang" else 8000
         try:
-            port = int(float(port))  # type: ignore[arg-type]
+            port = int(float(port))
         except (TypeError, ValueError):
             port = 8000
         return {commands.METRICS_SECTION: shell.fill(commands.METRICS, {"port": port})}
@@ -740,7 +740,11 @@ class ClusterMonitor:
                     if serving and hit.severity == "error":
                         self._serving[node].mark_crashed()
                     diag, new = self._book.add_hit(
-                        hit, source=key, node=node, now=now, facts_by_node=facts_by_node
+                        hit,
+                        source=Source.log(node, source),
+                        node=node,
+                        now=now,
+                        facts_by_node=facts_by_node,
                     )
                     if new:
                         diag.attempt = self.attempt
@@ -814,8 +818,3 @@ def engine_log_command(out: EngineOutput, state: NodeState) -> str | None:
 def _is_serving_name(name: str, image: str) -> bool:
     text = f"{name} {image}".lower()
     return any(w in text for w in ("vllm", "sglang"))
-
-
-def _readings_source(source: str) -> bool:
-    """A diagnosis from readings or checks (not from a log line)."""
-    return source.endswith(":readings") or source == "recipe:checks"

@@ -27,12 +27,13 @@ SECRET_FLAGS = ("--api-key", "--hf-token", "--token", "--password", "--secret")
 MIN_VALUE = 6  # a shorter value is too likely to be an ordinary word or number
 
 # an environment variable's name (upper case: HF_TOKEN, AWS_SECRET_ACCESS_KEY; TOKENS, KEYS
-# are counts), or one of the lower-case names engines print their secrets under (vLLM's
-# `api_key=`): a plain "key:" in a log line (`key: store_based_barrier_key:32`) is no secret
+# are counts, and a PER_TOKEN size is no secret: `recipes fit --json`'s kv_bytes_per_token), or
+# one of the lower-case names engines print their secrets under (vLLM's `api_key=`): a plain
+# "key:" in a log line (`key: store_based_barrier_key:32`) is no secret
 _NAME = (
-    r"(?:[A-Z0-9_]*(?:TOKEN(?!S)|KEY(?!S)|SECRET|PASSWORD|PASSWD|CREDENTIAL)(?:_[A-Z0-9_]*)?"
+    r"(?:[A-Z0-9_]*(?:(?<!PER_)TOKEN(?!S)|KEY(?!S)|SECRET|PASSWORD|PASSWD|CREDENTIAL)(?:_[A-Z0-9_]*)?"
     r"|(?:api|hf|access|auth|secret|client_secret|private)_(?:key|token)|password|passwd"
-    r"|secret|token)"
+    r"|secret|(?<!per_)token)"
 )
 # NAME=value, NAME: value, "NAME": "value" (a JSON or YAML text), -e NAME=value
 _ASSIGN = re.compile(
@@ -53,7 +54,7 @@ _marked: set[str] = set()  # variable names marked secret (cluster.yaml `secrets
 
 def secret_name(name: str) -> bool:
     """Whether an environment variable of this name holds a secret."""
-    upper = name.upper()
+    upper = name.upper().replace("PER_TOKEN", "")
     return name in _marked or any(w in upper for w in SECRET_WORDS)
 
 
@@ -160,7 +161,7 @@ class RedactingStream(io.TextIOBase):
         return self.inner.fileno()
 
     @property
-    def encoding(self) -> str:  # type: ignore[override]
+    def encoding(self) -> str:  # type: ignore[override]  # TextIO's attribute, read here from the wrapped stream
         return getattr(self.inner, "encoding", "utf-8")
 
     def writable(self) -> bool:

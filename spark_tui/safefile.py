@@ -35,6 +35,7 @@ def open_state(path: Path, flags: int = os.O_RDONLY, mode: int = 0o600) -> int:
     """A descriptor on one of spark-tui's own files: never through a symlink, never a
     blocking open, only a regular file owned by this user (UnsafeFile otherwise; OSError
     for the ordinary failures: missing, no permission, full disk)."""
+    check_directory(path.parent)
     try:
         fd = os.open(path, flags | _NOFOLLOW | os.O_NONBLOCK | _CLOEXEC, mode)
     except OSError as exc:
@@ -49,6 +50,24 @@ def open_state(path: Path, flags: int = os.O_RDONLY, mode: int = 0o600) -> int:
         os.close(fd)
         raise
     return fd
+
+
+def check_directory(directory: Path) -> None:
+    """The directory a state file lives in: a real directory (not a symlink to another
+    place) of this user or of root. A missing one is left for the caller (FileNotFound)."""
+    try:
+        st = os.lstat(directory)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(st.st_mode):
+        raise UnsafeFile(f"{directory} is a symbolic link: refused (make it a directory)")
+    if not stat.S_ISDIR(st.st_mode):
+        raise UnsafeFile(f"{directory} is not a directory: refused")
+    if st.st_uid not in (os.geteuid(), 0):
+        raise UnsafeFile(
+            f"{directory} belongs to uid {st.st_uid}, not to the user running spark-tui "
+            f"(uid {os.geteuid()}): refused"
+        )
 
 
 def check_fd(fd: int, path: Path) -> os.stat_result:
@@ -103,12 +122,15 @@ def _read_all(fd: int, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def write_atomic(path: Path, data: bytes | str, mode: int = 0o600) -> None:
+def write_atomic(path: Path, data: bytes | str, mode: int = 0o600, *, own: bool = True) -> None:
     """Replace `path` with `data`: written to a fresh temporary file of the same directory
     (created with O_EXCL, so never a planted symlink), fsync'ed, then renamed over it (a
-    symlink at `path` itself is replaced, not followed)."""
+    symlink at `path` itself is replaced, not followed). `own`: one of spark-tui's state
+    files, whose directory is checked too (False: a file the user asked for, anywhere)."""
     if isinstance(data, str):
         data = data.encode("utf-8")
+    if own:
+        check_directory(path.parent)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -33,7 +34,9 @@ from spark_tui.errors import InputError, SparkTuiError
 from spark_tui.events import ActionProgress, DiagnosisRaised, DiagnosisResolved, Event
 from spark_tui.kb.diagnosis import Diagnosis
 from spark_tui.kb.loader import KnowledgeBase
+from spark_tui.kb.matcher import Matcher
 from spark_tui.kb.schema import SEVERITY_RANK, Fix
+from spark_tui.kb.source import READINGS
 from spark_tui.nodes.cluster import ClusterConfig
 from spark_tui.nodes.state import NodeState
 from spark_tui.nodes.transport import Transport
@@ -42,6 +45,7 @@ from spark_tui.recipes.revisions import RevisionStore
 from spark_tui.remedy.fixes import Confirm, FixPlan, FixResult, RunEnvironment, action_plan
 from spark_tui.remedy.journal import Journal, UnfinishedRun, unfinished
 from spark_tui.remedy.launch import AutoRelaunchGuard, RelaunchDecision, decide_after_crash
+from spark_tui.safefile import read_state_text, write_atomic
 from spark_tui.state import StateDir
 
 if TYPE_CHECKING:
@@ -49,7 +53,12 @@ if TYPE_CHECKING:
     from spark_tui.monitor import ClusterMonitor
     from spark_tui.nodes.doctor import DoctorReport
     from spark_tui.recipes.fit import FitReport
+    from spark_tui.recipes.flagcheck import FlagReport
+    from spark_tui.recipes.loader import RecipeBook
     from spark_tui.recipes.model import Recipe
+    from spark_tui.recipes.revisions import Served
+    from spark_tui.remedy.evidence import AutoEvidence
+    from spark_tui.sim.cluster import SimCluster
 
 Listener = Callable[[Event], None]
 Progress = Callable[[ActionProgress], None]
@@ -111,7 +120,7 @@ class Session:
         kb: KnowledgeBase,
         state: StateDir,
         *,
-        sim: Any = None,
+        sim: SimCluster | None = None,
         scenario: str | None = None,
         no_cluster_yaml: bool = False,
         recipe_id: str | None = None,
@@ -132,9 +141,9 @@ class Session:
         self._listen_lock = threading.Lock()
         self._recipe_id = recipe_id
         self._recipe: Recipe | None = None
-        self._book: Any = None
+        self._book: RecipeBook | None = None
         self._bringup: GuidedBringUp | None = None
-        self._evidence: Any = None
+        self._evidence: AutoEvidence | None = None
         self._last_launch_at: float | None = None
         self._last_tok_s: float | None = None
         self._preview_cache: dict[tuple, list[str]] = {}
@@ -169,11 +178,9 @@ class Session:
             policy.set_read_only(True)
         kb = load_knowledge()
         if scenario is None:
-            from spark_tui.nodes.config import find_cluster_config, load_cluster
+            from spark_tui.nodes.config import cluster_config_path, load_cluster
 
-            if config is not None and not Path(config).exists():
-                raise InputError("no such cluster file", str(config))
-            path = Path(config) if config is not None else find_cluster_config()
+            path = cluster_config_path(config)
             if path is not None:
                 from spark_tui.nodes.transports import open_transports
 
@@ -256,7 +263,7 @@ class Session:
         return f"{self.config.source} ({nodes})"
 
     # ---- recipes -----------------------------------------------------------------------
-    def recipes(self) -> Any:
+    def recipes(self) -> RecipeBook:
         """The recipe book: built-in, the user's (not in a simulation), this session's
         revisions; a simulation's scenario recipe as the scenario plays it."""
         if self._book is None:
@@ -313,9 +320,9 @@ class Session:
         deployment already running that spark-tui did not start)."""
         return self.sim is not None and self.sim.recipe is not None and self.sim.scenario.launch
 
-    def running_engine(self) -> tuple[str, Any] | None:
-        """(node, EngineProcess) of the serving engine running now, whoever started it (the
-        head's first): read from each node's processes."""
+    def running_engine(self) -> tuple[str, NodeState] | None:
+        """(node, its readings) of the node whose serving engine runs now (`.engine`),
+        whoever started it (the head's first): read from each node's processes."""
         from spark_tui.nodes.sampler import sample
 
         states = self.states() or {
@@ -328,6 +335,20 @@ class Session:
                 return name, st
         return None
 
+    def serving_containers(self) -> dict[str, str]:
+        """node -> the serving container running there, as the monitor last saw it (for a
+        deployment spark-tui did not start: eugr's vllm_node, a sparkrun container, …)."""
+        from spark_tui.nodes.state import is_stack_container
+
+        out: dict[str, str] = {}
+        if self.monitor is None:
+            return out
+        for name, st in self.monitor.states().items():
+            running = [c for c in st.containers if c.state == "running" and is_stack_container(c)]
+            if running:
+                out[name] = running[0].name
+        return out
+
     def adopt_running(self) -> tuple[Recipe, str]:
         """The deployment running now as a recipe, derived from its engine's command line and
         its container (image, name): the recipe, and the file text to show before saving."""
@@ -337,7 +358,7 @@ class Session:
         from spark_tui.monitor import engine_container
         from spark_tui.nodes import commands
         from spark_tui.nodes.parsers.processes import parse_engine_output
-        from spark_tui.recipes.community import parse_community
+        from spark_tui.recipes.eugr import adopted_recipe
         from spark_tui.recipes.revisions import recipe_to_yaml
 
         found = self.running_engine()
@@ -348,6 +369,7 @@ class Session:
             )
         node, state = found
         engine = state.engine
+        assert engine is not None  # running_engine found one there
         from spark_tui import shell
 
         res = self.transports[node].run(
@@ -363,14 +385,7 @@ class Session:
         words = engine_words(list(engine.args)) or list(engine.args)
         model = (engine.model or "model").rstrip("/").split("/")[-1].lower()
         rid = "adopted-" + "".join(ch if ch.isalnum() or ch in ".-" else "-" for ch in model)
-        data = {
-            "recipe_version": "1",
-            "name": f"adopted from what runs on {node}",
-            "model": engine.model,
-            "container": image or "unknown-image",
-            "command": shlex.join(words),
-        }
-        recipe = parse_community(data, f"{rid}.yaml")
+        recipe = adopted_recipe(words, engine.model, image, rid, node)
         recipe = dataclasses.replace(
             recipe,
             head_container=container or recipe.head_container,
@@ -426,6 +441,48 @@ class Session:
         self.journal.append(event="recipe-undo", recipe=r.id, revision=back.revision)
         return self.use_recipe(back)
 
+    def rollback_preview(self, recipe_id: str | None = None) -> tuple[Recipe, Served, str]:
+        """(the recipe in use, the launch that last served, the diff a rollback applies) for
+        the recipe in use or `recipe_id`; InputError when none of its launches served."""
+        from spark_tui.recipes.revisions import last_served, unified_diff
+
+        r = self.recipes().get(recipe_id) if recipe_id else self.recipe()
+        if r is None:
+            raise InputError("no recipe in use: name one to roll back")
+        current = self.revisions.current(r.id) or r
+        served = last_served(self.revisions, r.id)
+        if served is None:
+            raise InputError(
+                f"recipe {r.id!r} never served here (no launch's smoke request answered): "
+                "nothing to roll back to"
+            )
+        return current, served, unified_diff(current, served.recipe, r.id)
+
+    def rollback(self, recipe_id: str | None = None) -> Recipe:
+        """Back to the image and recipe revision that last served, as a new revision (every
+        revision stays on disk); journaled before and after. Takes effect at the next launch."""
+        from spark_tui.recipes import revisions
+
+        current, served, diff = self.rollback_preview(recipe_id)
+        policy.refuse_if_read_only(f"roll back recipe {current.id}")
+        self.journal.append(
+            event="started",
+            action="recipe-rollback",
+            recipe=current.id,
+            revision=current.revision,
+            to_revision=served.revision,
+            image=served.image,
+        )
+        after = revisions.rollback(self.revisions, current, served) if diff else current
+        self.journal.append(
+            event="finished",
+            action="recipe-rollback",
+            recipe=current.id,
+            revision=after.revision,
+            ok=True,
+        )
+        return self.use_recipe(after)
+
     # ---- the live monitor ----------------------------------------------------------------
     def subscribe(self, listener: Listener) -> None:
         """Receive every monitor event (from the monitor's threads: be thread-safe)."""
@@ -457,6 +514,7 @@ class Session:
             self.transports,
             recipe=self.recipe,
             directory=self.state.evidence_dir,
+            containers=self.serving_containers,
         )
         self.monitor = ClusterMonitor(
             self.config,
@@ -465,6 +523,7 @@ class Session:
             self.clock,
             self._evidence,
             recipe_facts=self.recipe_facts,
+            matcher=self.matcher,
             period_s=period_s or max(MIN_PERIOD_S, REAL_PERIOD_S * self.clock.rate),
         )
         self._evidence.readings = self.monitor
@@ -539,6 +598,12 @@ class Session:
                 return f"{d.wall.id}{where}: {d.evidence[:200]}"
         return None
 
+    @functools.cached_property
+    def matcher(self) -> Matcher:
+        """The session's one matcher, of its knowledge base: the monitor, a launch's
+        fatal-wall check and a report's triage all use it."""
+        return Matcher(self.kb)
+
     # ---- actions ---------------------------------------------------------------------------
     def environment(self) -> RunEnvironment:
         return RunEnvironment(
@@ -549,6 +614,7 @@ class Session:
             self.clock,
             hooks=self,
             stop=self.closing,
+            matcher=self.matcher,
         )
 
     def plan_fix(self, diagnosis: Diagnosis, fix: Fix) -> FixPlan:
@@ -564,6 +630,7 @@ class Session:
             seen=seen,
             wall=diagnosis.wall.id,
             recipes=self.recipes().recipes,
+            containers=self.serving_containers(),
         )
 
     def fix_lines(self, diagnosis: Diagnosis, fix: Fix) -> list[str]:
@@ -691,7 +758,61 @@ class Session:
         unreachable = {
             n: st.unavailable.get("node", "") for n, st in states.items() if not st.reachable
         }
-        return fit_nodes(recipe, self.config, states), unreachable
+        measured = None
+        head = self.config.head
+        if recipe.model.checkpoint_bytes is None and states.get(head.name, None) is not None:
+            from spark_tui.nodes.doctor import model_size, recipe_model_paths
+
+            paths = recipe_model_paths(recipe.model.path, recipe.volumes, self.config.models_dir)
+            if states[head.name].reachable and paths:
+                size, where = model_size(self.transports[head.name], head, paths)
+                if size:
+                    measured = (size, f"measured on {head.name}: {where}")
+        return fit_nodes(recipe, self.config, states, measured), unreachable
+
+    def check_flags(self, recipe: Recipe) -> FlagReport:
+        """Run the recipe image's own --help in a throw-away container on the node that
+        starts the serve command (nothing running is stopped) and report the flags its engine
+        does not know, with their new names where the knowledge base has them. Journaled."""
+        from spark_tui.nodes.transport import NodeUnreachable
+        from spark_tui.recipes import flagcheck
+
+        if len(self.config.nodes) < recipe.nodes:
+            raise InputError(
+                f"recipe {recipe.id!r} needs {recipe.nodes} nodes; the cluster "
+                f"({self.config.source}) has {len(self.config.nodes)}"
+            )
+        node, words = flagcheck.serve_words(recipe, self.config)
+        report = flagcheck.FlagReport(recipe.id, recipe.image or "", node, recipe.engine)
+        if not recipe.image:
+            report.error = "the recipe names no image (--set image=NAME)"
+            return report
+        policy.refuse_if_read_only(f"start a throw-away container of {recipe.image} on {node}")
+        command = flagcheck.help_command(recipe, recipe.image)
+        self.journal.append(event="started", action="check-flags", node=node, command=command)
+        try:
+            res = self.transports[node].run(command, timeout=600.0)
+        except NodeUnreachable as exc:
+            self.journal.append(event="finished", action="check-flags", node=node, ok=False)
+            report.error = f"{node} unreachable ({exc})"
+            return report
+        known, unknown, renamed = flagcheck.check_words(words, res.stdout, recipe.engine)
+        report.known, report.unknown, report.renamed = known, unknown, renamed
+        if not known:
+            report.error = (
+                f"the image printed no option list (exit {res.exit_code}"
+                + (f": {res.tail(1)}" if res.tail(1) else "")
+                + ")"
+            )
+        self.journal.append(
+            event="finished",
+            action="check-flags",
+            node=node,
+            exit=res.exit_code,
+            ok=report.ok,
+            unknown=unknown,
+        )
+        return report
 
     def status(self) -> list[NodeStatus]:
         """Every node now: reachable, containers up, Ray membership, serving phase, model.
@@ -814,7 +935,8 @@ class Session:
         ev = self.state.evidence_dir
         if ev.is_dir():
             for f in sorted(ev.glob("*/*.txt"))[-20:]:
-                data.evidence[f"{f.parent.name}/{f.name}"] = f.read_text(errors="replace")
+                with contextlib.suppress(OSError):  # a planted FIFO or symlink: left out
+                    data.evidence[f"{f.parent.name}/{f.name}"] = read_state_text(f)
         return build_report(data)
 
     def export_report(self, diagnoses: list[Diagnosis] | None = None) -> Path:
@@ -828,8 +950,8 @@ class Session:
             else self.state.reports_dir
         )
         out = reports / time.strftime("incident-%Y%m%d-%H%M%S.md")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(self.report(diagnoses), encoding="utf-8")
+        out.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        write_atomic(out, self.report(diagnoses))  # /tmp is shared: nothing planted followed
         return out
 
     def bringup(self) -> GuidedBringUp:
@@ -847,7 +969,7 @@ class Session:
         active.sort(
             key=lambda d: (
                 SEVERITY_RANK[d.severity],
-                not d.source.endswith("readings"),
+                d.source.kind != READINGS,
                 d.first_seen,
             )
         )

@@ -43,6 +43,7 @@ from spark_tui.event_lines import (
 from spark_tui.events import ActionProgress, DiagnosisRaised, DiagnosisResolved, Event
 from spark_tui.kb.diagnosis import Diagnosis
 from spark_tui.kb.schema import SEVERITY_RANK, Fix
+from spark_tui.kb.source import READINGS
 from spark_tui.remedy.evidence import evidence_only
 from spark_tui.remedy.fixes import Confirm, FixPlan, FixResult
 from spark_tui.session import Session
@@ -249,7 +250,7 @@ def _soak(session: Session, requests: int) -> bool:
     if recipe is None or requests <= 0:
         return True
     smoke = [s for s in render_plan(recipe, session.config).steps if s.kind == "smoke"]
-    runner = LaunchRunner(session.transports, session.clock)
+    runner = LaunchRunner(session.transports, session.clock, matcher=session.matcher)
     return all(runner.run_step(smoke[-1]).ok for _ in range(requests)) if smoke else True
 
 
@@ -271,7 +272,7 @@ def _next_fix(session: Session, errors: list[Diagnosis]) -> tuple[Diagnosis | No
         errors,
         key=lambda d: (
             SEVERITY_RANK[d.severity],
-            not d.source.endswith("readings"),
+            d.source.kind != READINGS,
             d.first_seen,
         ),
     )

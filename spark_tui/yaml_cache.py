@@ -37,10 +37,10 @@ _KEYS: dict[Path, bytes] = {}  # the HMAC key of each state directory, once read
 
 
 def _parser_digest() -> bytes:
-    from spark_tui import yamlfile
-
+    """The parser's own source (yamlfile.py, beside this file; read, not imported: the
+    parser imports this cache), so a changed parser never reads an old entry."""
     try:
-        return hashlib.sha256(Path(yamlfile.__file__).read_bytes()).digest()
+        return hashlib.sha256(Path(__file__).with_name("yamlfile.py").read_bytes()).digest()
     except OSError:
         return b"unknown"
 
@@ -69,6 +69,10 @@ def _hmac_key() -> bytes | None:
     try:
         data = read_state(path, 64)
         if data is None:
+            from spark_tui import policy
+
+            if policy.read_only():  # --read-only writes nothing to the state directory
+                return None
             path.parent.mkdir(parents=True, exist_ok=True)
             new = os.urandom(32)
             fd = open_state(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)

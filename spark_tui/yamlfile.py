@@ -311,8 +311,11 @@ def line_of(container: Any, key: str | int) -> int | None:
 
 
 class _Identified(Protocol):
-    id: str
-    source: str
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def source(self) -> str: ...
 
 
 T = TypeVar("T", bound=_Identified)

@@ -149,3 +149,31 @@ def test_a_bad_logs_entry_is_refused_with_its_line(tmp_path: Path, capsys) -> No
     assert main(["status", "--config", str(config)]) == 2
     err = capsys.readouterr().err
     assert f"{config}:6:" in err and "logs item 1" in err
+
+
+def test_evidence_of_an_attached_eugr_deployment_reads_its_container(tmp_path: Path) -> None:
+    """Attached to eugr's vllm_node (no recipe), evidence is read in vllm_node, not in a
+    `ray-head` that is not there; with no serving container known, each item read in a
+    container fails, saying so (never an empty success)."""
+    from spark_tui.remedy.evidence import collect_evidence
+
+    with open_cluster(scenario="attach-eugr", speed=120) as session:
+        session.start(lambda e: None)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and "spark1" not in session.serving_containers():
+            time.sleep(0.2)
+        found = session.serving_containers()
+        assert found.get("spark1") == "vllm_node"
+        items = ["log-tail", "nccl-libraries", "py-spy"]
+        res = collect_evidence(
+            items, ["spark1"], session.transports, None, root=tmp_path, containers=found
+        )
+        text = {p.name: p.read_text() for p in res.files}
+        assert "$ docker exec vllm_node sh -c" in text["spark1-nccl-libraries.txt"]
+        assert "$ docker exec vllm_node sh -c" in text["spark1-py-spy.txt"]
+        assert "$ docker logs --tail 500 vllm_node" in text["spark1-log-tail.txt"]
+        assert "ray-head" not in "".join(text.values())
+        assert "spark1 log-tail" not in res.failures and "spark1 py-spy" not in res.failures
+        none = collect_evidence(items, ["spark1"], session.transports, None, root=tmp_path / "x")
+        assert set(none.failures) == {f"spark1 {i}" for i in items}
+        assert all("no serving container" in p.read_text() for p in none.files)

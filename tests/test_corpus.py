@@ -101,3 +101,32 @@ def test_live_lines_find_what_bulk_reading_finds() -> None:
             if bulk != live:
                 differ.append((ex.path.name, vname, bulk, live))
     assert differ == []
+
+
+def test_the_heldout_split_is_a_third_of_every_wall() -> None:
+    """tests/sample-logs/heldout.yaml records a third of each wall's files (re-record it with
+    `python bench/corpus.py --write-split` after adding files)."""
+    held = corpus.load_heldout()
+    by_wall: dict[str, int] = {}
+    for rel in held:
+        assert (corpus.CORPUS / rel).is_file(), rel
+        by_wall[rel.split("/")[1]] = by_wall.get(rel.split("/")[1], 0) + 1
+    short = {}
+    for d in sorted((corpus.CORPUS / "walls").iterdir()):
+        n = len(list(d.glob("*.log")))
+        if n >= 2 and by_wall.get(d.name, 0) < max(1, n // 3):
+            short[d.name] = (by_wall.get(d.name, 0), n)
+    assert short == {}, "run: python bench/corpus.py --write-split"
+
+
+def test_every_wall_is_found_in_its_heldout_files() -> None:
+    """The second, independent check: recall >= 0.9 per wall on the files signatures were not
+    written from, in every paste form."""
+    r = corpus.score(files=corpus.load_heldout())
+    weak = {
+        w: (round(s.recall, 3), s.misses[:3])
+        for w, s in r.walls.items()
+        if s.tp + s.fn and s.recall < 0.9
+    }
+    assert weak == {}
+    assert r.examples >= 35

@@ -77,7 +77,9 @@ def test_an_eugr_env_becomes_cluster_yaml(tmp_path: Path, capsys) -> None:
         ("enp1s0f1np1", "192.168.177.11"),
         ("enp1s0f1np1", "192.168.177.12"),
     }
-    assert "# IB_IF=rocep1s0f1,roceP2p1s0f1: the RoCE devices NCCL uses" in text
+    # IB_IF: the RoCE devices launch-cluster.sh gives NCCL_IB_HCA, every node's fabric_hca
+    assert {n["fabric_hca"] for n in nodes} == {"rocep1s0f1,roceP2p1s0f1"}
+    assert text.count('fabric_hca: "rocep1s0f1,roceP2p1s0f1"') == 2
     assert not any(n["reached"] for n in nodes)
 
 
@@ -97,6 +99,47 @@ def test_a_sparkrun_cluster_becomes_cluster_yaml(tmp_path: Path, capsys) -> None
     ]
     assert doc["models_dir"] == "/data/huggingface" and "models_dir: /data/huggingface" in text
     assert "sparkrun topology: direct" in text
+
+
+# launch-cluster.sh's usage text: "CONTAINER_NAME Container name (default: vllm_node)" and
+# "CONTAINER_* … becomes -e flag. Example: CONTAINER_NCCL_DEBUG=INFO", "CONTAINER_HF_TOKEN=abc123"
+PLANTED = "hf_PlantedTokenValue0123456789"
+EUGR_WITH_SECRETS = (
+    EUGR_ENV
+    + f"CONTAINER_NAME=my_vllm\nCONTAINER_NCCL_DEBUG=INFO\nCONTAINER_HF_TOKEN={PLANTED}\n"
+    + f'HF_TOKEN="{PLANTED}"\n'
+)
+
+
+def test_an_eugr_env_token_becomes_a_reference_never_its_value(tmp_path: Path, capsys) -> None:
+    text, doc = propose(tmp_path, ".env", EUGR_WITH_SECRETS, capsys)
+    assert PLANTED not in text and PLANTED not in json.dumps(doc)
+    assert "HF_TOKEN=${HF_TOKEN}" in text and "NCCL_DEBUG=INFO" in text
+    # CONTAINER_NAME is launch-cluster.sh's container name, not a container variable NAME
+    assert "NAME=my_vllm" not in text.replace("CONTAINER_NAME=my_vllm", "")
+    assert "CONTAINER_NAME=my_vllm: the name eugr's launch-cluster.sh" in text
+    # nor in anything else spark-tui wrote
+    for f in tmp_path.rglob("*"):
+        if f.is_file() and f.name != ".env":
+            assert PLANTED not in f.read_text(errors="replace"), f
+
+
+def test_sparkrun_cluster_fields_are_mapped_or_reported(tmp_path: Path, capsys) -> None:
+    """sparkrun 0.4.2's ClusterDefinition fields: fabric_interfaces (one name: every node's
+    fabric_if), mgmt_interface and the rest reported, none dropped without a word."""
+    body = SPARKRUN + (
+        "fabric_interfaces:\n- enp1s0f1np1\nmgmt_interface: enP7s7\n"
+        "sparkrun_cache_dir: /data/sparkrun\nhosts_hardware:\n  spark-a: {kind: dgx-spark}\n"
+    )
+    text, doc = propose(tmp_path, "lab.yaml", body, capsys)
+    assert {n["fabric_if"] for n in doc["nodes"]} == {"enp1s0f1np1"}
+    assert "mgmt_interface: enP7s7" in text
+    assert (
+        "not used (no cluster.yaml field): description, sparkrun_cache_dir, hosts_hardware" in text
+    )
+    globs = SPARKRUN + "fabric_interfaces: ['*np1']\n"
+    text, doc = propose(tmp_path, "lab2.yaml", globs, capsys)
+    assert all(n["fabric_if"] is None for n in doc["nodes"]) and "'*np1'" in text
 
 
 @pytest.mark.parametrize(

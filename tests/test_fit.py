@@ -8,6 +8,7 @@ Each claim below is one a seed makes; a test per claim.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -247,3 +248,70 @@ def test_the_recipes_that_served_in_their_seeds_fit(rid, fraction):
         assert any("entrypoint starts Ray" in a for a in report.advice)
     else:  # seed 001's 2 GB object store on every ray start
         assert all(n.object_store_bytes == 2147483648 for n in report.nodes)
+
+
+def test_a_fixed_kv_cache_size_replaces_the_utilization():
+    """vLLM's kv_cache_memory_bytes 'ignores gpu_memory_utilization' and skips the free-memory
+    check at start: a node with 16 GB taken by others fits the tiny CPU recipe (it asks for 256
+    MiB of KV), where 0.88 of the device would not be free."""
+    services = {"spark1": {"services_gib": 16 * GB / GIB}}
+    fixed = fit_on_sim(recipe("tiny-llama-cpu-vllm"), **services)
+    assert fixed.fits, fixed.to_text()
+    assert fixed.nodes[0].kv_cache_bytes == 268435456
+    utilization = fit_on_sim(
+        recipe(
+            "tiny-llama-cpu-vllm",
+            sets=("serve.--kv-cache-memory-bytes=null", "serve.--gpu-memory-utilization=0.88"),
+        ),
+        **services,
+    )
+    assert (utilization.nodes[0].fits, utilization.nodes[0].wall) == (
+        False,
+        "vllm-free-memory-low",
+    )
+
+
+EUGR_GLM = Path(__file__).parent / "data/eugr-358bf26/recipes/glm-4.7-flash-awq.yaml"
+
+
+def test_weights_of_unknown_size_make_the_verdict_unknown_never_fits(capsys) -> None:
+    """eugr's glm-4.7-flash-awq names no checkpoint size, and the simulated head has no copy
+    to measure: the verdict is unknown (it printed FITS)."""
+    assert main(["recipes", "import", str(EUGR_GLM)]) == 0
+    capsys.readouterr()
+    main(["recipes", "fit", "glm-4.7-flash-awq"])
+    out = capsys.readouterr().out
+    assert "FITS" not in out.replace("DOES NOT FIT", "") and "UNKNOWN" in out
+    main(["recipes", "fit", "glm-4.7-flash-awq", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["verdict"] == "unknown" and doc["fits"] is False and doc["weights_bytes"] is None
+
+
+@pytest.mark.parametrize("layout", ["hub", "plain"])
+def test_fit_measures_the_weights_where_users_have_them(tmp_path, capsys, layout: str) -> None:
+    """The weights in the hub cache layout (`huggingface-cli download`: blobs, and a snapshot
+    of symlinks) or in a plain directory (`--local-dir`) are measured on the head node."""
+    models = tmp_path / "models"
+    if layout == "hub":
+        repo = models / "hub" / "models--cyankiwi--GLM-4.7-Flash-AWQ-4bit"
+        (repo / "blobs").mkdir(parents=True)
+        (repo / "blobs" / "abc123").write_bytes(b"\0" * 3_000_000)
+        snap = repo / "snapshots" / "0123abcd"
+        snap.mkdir(parents=True)
+        (snap / "model.safetensors").symlink_to("../../blobs/abc123")
+    else:
+        plain = models / "cyankiwi" / "GLM-4.7-Flash-AWQ-4bit"
+        plain.mkdir(parents=True)
+        (plain / "model.safetensors").write_bytes(b"\0" * 3_000_000)
+    config = tmp_path / "cluster.yaml"
+    config.write_text(
+        f"models_dir: {models}\nnodes:\n  - {{name: spark1, host: local, role: head}}\n"
+    )
+    assert main(["recipes", "import", str(EUGR_GLM)]) == 0
+    capsys.readouterr()
+    main(["recipes", "fit", "glm-4.7-flash-awq", "--config", str(config), "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert 3_000_000 <= doc["weights_bytes"] < 3_100_000
+    where = "hub/models--cyankiwi--GLM-4.7-Flash-AWQ-4bit" if layout == "hub" else "cyankiwi/GLM"
+    assert "measured on spark1" in doc["weights_source"] and where in doc["weights_source"]
+    assert doc["verdict"] in ("fits", "does not fit")  # known now, either way

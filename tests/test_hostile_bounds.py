@@ -76,9 +76,10 @@ def test_the_splitter_never_looks_at_pending_bytes_again() -> None:
 
 
 def test_a_100_kb_env_line_is_read_in_one_pass(tmp_path: Path) -> None:
-    """The line that took 34 s (quadratic): a value of spaces and words, no closing quote."""
+    """A value with 100 KB of spaces inside: the old KEY=VALUE pattern (a lazy value, then
+    trailing spaces) tried every split of them (20 KB took 10 s, 100 KB minutes)."""
     env = tmp_path / ".env"
-    env.write_text("CLUSTER_NODES=10.0.0.1,10.0.0.2\nNOTE=" + "a " * 50_000 + "\n")
+    env.write_text("CLUSTER_NODES=10.0.0.1,10.0.0.2\nNOTE=x" + " " * 100_000 + "x\n")
     proc = subprocess.run(
         [sys.executable, "-m", "spark_tui", "discover", "--from", str(env), "--no-probe"],
         capture_output=True,
@@ -164,3 +165,22 @@ def test_watch_idles_after_a_crash_wall() -> None:
     finally:
         proc.kill()
         proc.wait(timeout=30)
+
+
+def test_a_fifo_ssh_config_or_known_hosts_does_not_hang_discover(tmp_path: Path) -> None:
+    import threading
+
+    from spark_tui.nodes.discover import known_hosts_hosts, ssh_config_hosts
+
+    got: list[object] = []
+    for name, read in (("config", ssh_config_hosts), ("known_hosts", known_hosts_hosts)):
+        fifo = tmp_path / name
+        os.mkfifo(fifo)
+        th = threading.Thread(target=lambda r=read, f=fifo: got.append(r(f)), daemon=True)
+        th.start()
+        th.join(10)
+        assert not th.is_alive(), f"discover waits on a FIFO {name}"
+    assert got == [[], []]
+    real = tmp_path / "real_config"
+    real.write_text("Host spark1 spark2\n  HostName 10.0.0.1\nHost *.lab\n")
+    assert [c.host for c in ssh_config_hosts(real)] == ["spark1", "spark2"]

@@ -17,7 +17,7 @@ from spark_tui.entry import main
 from spark_tui.kb.loader import load_knowledge
 from spark_tui.kb.readonly import read_only_problem
 from spark_tui.kb.safety import check_fix
-from spark_tui.sudoers import PATHS, root_commands, sudoers_rule
+from spark_tui.remedy.sudoers import PATHS, root_commands, sudoers_rule
 from tests.conftest import IN_CI, require_tool
 
 WALL = """\

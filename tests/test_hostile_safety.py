@@ -16,7 +16,7 @@ from spark_tui.errors import InputErrors
 from spark_tui.kb.loader import load_dir, load_knowledge
 from spark_tui.kb.safety import check_fix, command_effects
 from spark_tui.remedy.render import evidence_command, preview_lines
-from spark_tui.sudoers import root_commands, sudoers_hint, sudoers_rule
+from spark_tui.remedy.sudoers import root_commands, sudoers_hint, sudoers_rule
 from tests.conftest import require_tool
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -292,7 +292,7 @@ def test_every_command_that_runs_as_root_is_in_the_rule() -> None:
     """The rule comes from the same action registry as what runs: plan every fix of the
     knowledge base for a two-node cluster (as the engine does), render every evidence
     item, strip `sudo -n`: each root command is in the rule for that node."""
-    from spark_tui.kb.schema import EVIDENCE_ITEMS
+    from spark_tui.action_schemas import EVIDENCE_ITEMS
     from spark_tui.nodes.cluster import ClusterConfig, NodeConfig
     from spark_tui.remedy.actions import kind
     from spark_tui.remedy.actions.base import PlanContext

@@ -64,7 +64,7 @@ def test_a_symlinked_lock_is_refused_and_its_target_untouched(victim: Path) -> N
     with pytest.raises(JournalUnwritable) as info:
         FixLock(state.lock_path).acquire("a fix")
     assert str(info.value) == (
-        f"cannot open the lock {state.lock_path}: {state.lock_path} is a symbolic link: "
+        f"cannot open the lock: {state.lock_path} is a symbolic link: "
         "refused (remove it); nothing was run"
     )
     assert victim.read_text() == SECRET
@@ -461,3 +461,45 @@ def test_discover_from_names_the_input_file_in_its_errors(tmp_path: Path) -> Non
 
 def test_unsafe_file_is_an_os_error_for_readers_that_treat_it_as_absent() -> None:
     assert issubclass(UnsafeFile, OSError)
+
+
+def test_a_symlinked_state_directory_is_refused(tmp_path: Path) -> None:
+    """The state directory pointed elsewhere (say /etc/cron.d): nothing is created there."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    root = paths.state_dir()
+    root.parent.mkdir(parents=True)
+    root.symlink_to(elsewhere, target_is_directory=True)
+    state = StateDir.real()
+    with pytest.raises(JournalUnwritable, match="is a symbolic link: refused"):
+        Journal(state.journal_path).append(event="fix-start", run="r", fix="x")
+    with pytest.raises(JournalUnwritable, match="is a symbolic link: refused"):
+        FixLock(state.lock_path).acquire("x")
+    with pytest.raises(UnsafeFile):
+        write_atomic(state.auto_relaunch_path, "{}")
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_a_demo_report_never_follows_a_planted_directory_in_tmp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A simulated session's report goes to the shared temporary directory: another user
+    who made `spark-tui-demo-reports` there (a symlink, or a directory of theirs) gets a
+    refusal, not a file written where they chose."""
+    import tempfile
+
+    from spark_tui.session import open_cluster
+
+    shared = tmp_path / "shared-tmp"
+    shared.mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (shared / "spark-tui-demo-reports").symlink_to(elsewhere, target_is_directory=True)
+    monkeypatch.setattr(tempfile, "tempdir", str(shared))
+    with open_cluster(scenario="healthy") as session:
+        with pytest.raises(UnsafeFile, match="is a symbolic link: refused"):
+            session.export_report([])
+        (shared / "spark-tui-demo-reports").unlink()
+        written = session.export_report([])
+    assert written.parent == shared / "spark-tui-demo-reports" and written.is_file()
+    assert list(elsewhere.iterdir()) == []

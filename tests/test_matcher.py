@@ -9,6 +9,7 @@ import pytest
 from spark_tui.kb.conditions import parse_condition
 from spark_tui.kb.matcher import ENGINES, Matcher, scan_stream
 from spark_tui.kb.schema import Fix, LogSignature, Wall
+from spark_tui.kb.source import Source
 
 
 def wall(wid: str, *sigs: LogSignature, severity: str = "error") -> Wall:
@@ -182,7 +183,7 @@ def test_a_log_walls_cause_may_hold_on_another_node() -> None:
     # the healthy rank prints the line; the leak sits on its peer
     d, _ = book.add(
         w,
-        "spark1:log",
+        Source.log("spark1", "log"),
         7,
         "unbalanced",
         node="spark1",
@@ -196,10 +197,39 @@ def test_a_log_walls_cause_may_hold_on_another_node() -> None:
     )
     d2, _ = book.add(
         w,
-        "spark1:log2",
+        Source.log("spark1", "log2"),
         7,
         "unbalanced",
         node="spark1",
         facts_by_node={"spark1": healthy, "spark2": healthy},
     )
     assert (d2.cause, d2.target_node, d2.fixes()[0]) == ("other", "spark1", "drop")
+
+
+def test_one_matcher_scans_from_several_threads_at_once(matcher: Matcher) -> None:
+    """A session's one matcher serves the monitor's threads and a launch's wall check at
+    the same time: concurrent scans find what one scan finds, and none fails."""
+    import threading
+
+    lines = [b"INFO nothing here", FREE, b"more noise " * 20] * 300
+    expected = [(h.wall.id, h.line_no) for h in matcher.scan_lines("f", lines)]
+    assert expected
+    results: list[list[tuple[str, int]]] = []
+    errors: list[BaseException] = []
+    start = threading.Barrier(4)
+
+    def scan() -> None:
+        try:
+            start.wait()
+            for _ in range(5):
+                results.append([(h.wall.id, h.line_no) for h in matcher.scan_lines("f", lines)])
+        except BaseException as exc:  # hyperscan: ScratchInUseError when scratch is shared
+            errors.append(exc)
+
+    threads = [threading.Thread(target=scan) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert len(results) == 20 and all(r == expected for r in results)

@@ -53,7 +53,9 @@ def test_too_few_lines_name_nothing() -> None:
 
 
 def test_a_log_with_its_banner_waits_for_the_server_to_serve() -> None:
-    banner = "(APIServer pid=1) INFO 09-21 11:00:01 [api_server.py:1896] vLLM API server version 0.11.0"
+    banner = (
+        "(APIServer pid=1) INFO 09-21 11:00:01 [api_server.py:1896] vLLM API server version 0.11.0"
+    )
     assert "serving-stall" not in _walls([banner, *_excerpt(4)])
     ready = "(APIServer pid=1) INFO 09-21 11:00:09 [launcher.py:46] Application startup complete."
     confidence, reason = _walls([banner, ready, *_excerpt(2)])["serving-stall"]

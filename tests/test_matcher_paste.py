@@ -276,5 +276,8 @@ def test_a_suspected_wall_does_not_fail_a_launch_step() -> None:
         "memory broadcast block found in 60 seconds."
     )
     serving = "\n".join(["(APIServer pid=1) INFO:     Application startup complete.", shm, shm])
-    assert fatal_wall(serving) is None  # serving-stall, suspected: a warning until readings agree
-    assert fatal_wall(FREE) is not None and fatal_wall(FREE).startswith("vllm-free-memory-low")
+    m = MATCHERS[engines()[0]]
+    # serving-stall, suspected: a warning until readings agree
+    assert fatal_wall(serving, m) is None
+    free = fatal_wall(FREE, m)
+    assert free is not None and free.startswith("vllm-free-memory-low")

@@ -200,7 +200,8 @@ def test_hostile_values_are_quoted_never_executed(sshd_cluster: SshdCluster, tmp
 def test_model_paths_from_recipe_volumes() -> None:
     vols = ["$HOME/.cache/huggingface:/root/.cache/huggingface", "/home/milo/models:/models:ro"]
     assert recipe_model_paths("MiniMaxAI/MiniMax-M2.7", vols) == [
-        "~/.cache/huggingface/hub/models--MiniMaxAI--MiniMax-M2.7"
+        "~/.cache/huggingface/hub/models--MiniMaxAI--MiniMax-M2.7",  # huggingface-cli's layout
+        "~/.cache/huggingface/MiniMaxAI/MiniMax-M2.7",  # a plain directory (--local-dir)
     ]
     assert recipe_model_paths("/models/M2.7-NVFP4", vols) == ["/home/milo/models/M2.7-NVFP4"]
     assert recipe_model_paths("/elsewhere/m", vols) == ["/elsewhere/m"]

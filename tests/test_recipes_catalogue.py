@@ -84,6 +84,14 @@ CASES: dict[str, tuple[Path, dict]] = {
     "qwen3-coder-next-fp8-vllm": (COMMUNITY / "sparkrun/qwen3-coder-next-fp8-vllm.yaml", {}),
     "minimax-m3-v0-nvfp4-sglang-tp4": (COMMUNITY / "sparkrun/minimax-m3-v0-nvfp4-4x.yaml", {}),
     "minimax-m2.7-nvfp4-gb10-vllm-tp2": (COMMUNITY / "eugr/minimax-m2.7-nvfp4.yaml", {}),
+    "tiny-llama-cpu-vllm": (
+        COMMANDS / "vllm-cpu-tiny-llama-by-hand.txt",
+        {"models_dir": "/root/models"},
+    ),
+    "tiny-llama-cpu-vllm-2node": (
+        COMMANDS / "vllm-cpu-tiny-llama-by-hand.txt",
+        {"models_dir": "/root/models"},
+    ),
 }
 
 

@@ -88,6 +88,7 @@ def test_every_action_type_renders_with_real_values() -> None:
         "stop-stack": "on: all",
         "relaunch": "clean: true",
         "collect-evidence": "items: [log-tail, py-spy, readings, kernel-log-previous-boot, pstore, nvidia-bug-report, nccl-libraries]\n      on: head",
+        "verify-model-copies": "on: all",
     }
     assert set(actions) == set(REGISTRY)
     body = "\n".join(f"    - type: {t}\n      {p}" for t, p in actions.items())
@@ -116,6 +117,10 @@ def test_every_action_type_renders_with_real_values() -> None:
     relaunch = by_type["relaunch"].launch
     assert relaunch is not None and relaunch.recipe.id == "minimax-m2.7-nvfp4-vllm-tp2"
     assert len(by_type["collect-evidence"].commands) == 7
+    # every node reads its copy; the node where the wall was seen is compared last
+    copies = by_type["verify-model-copies"]
+    assert [c.node for c in copies.commands][-1] == "spark2"
+    assert all("sha256sum" in c.command for c in copies.commands)
     text = "\n".join(plan.preview_lines())
     assert "<node." not in text and "{node." not in text
     for action in plan.actions:

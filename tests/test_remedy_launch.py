@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import shlex
 from pathlib import Path
 
 import pytest
 
+from spark_tui.kb.loader import load_knowledge
+from spark_tui.kb.matcher import Matcher
 from spark_tui.recipes.clusters import simulated_cluster
 from spark_tui.recipes.loader import load_recipes
 from spark_tui.recipes.overrides import apply_sets
@@ -17,6 +20,12 @@ from spark_tui.remedy.fixes import action_plan, run_fix
 from spark_tui.remedy.launch import AutoRelaunchGuard, LaunchRunner, parse_smoke
 from spark_tui.state import StateDir
 from tests.remedy_shims import StepClock, journal, make_world, revisions, run_env
+
+
+@functools.cache
+def kb_matcher() -> Matcher:
+    """The built-in knowledge base's matcher (a session hands its own to a launch)."""
+    return Matcher(load_knowledge())
 
 
 def _sets(tmp_path: Path) -> tuple[str, ...]:
@@ -30,7 +39,9 @@ def test_plan_runs_through_shims_and_measures_tok_s(tmp_path: Path) -> None:
     recipe = load_recipes().get("minimax-m2.7-mxfp4-vllm-tp2")
     plan = render_plan(recipe, cluster, sets=_sets(tmp_path), stamp="T1")
     events = []
-    runner = LaunchRunner(world.transports, StepClock(), events.append, journal(), "r1")
+    runner = LaunchRunner(
+        world.transports, StepClock(), events.append, journal(), "r1", matcher=kb_matcher()
+    )
     result = runner.run_steps(plan.steps)
     assert result.ok, result.describe()
     assert result.tok_s == pytest.approx(32.0)  # 64 completion tokens in 2.0 s
@@ -69,7 +80,7 @@ def test_a_crash_in_the_serve_log_fails_fast(tmp_path: Path) -> None:
         load_recipes().get("minimax-m2.7-mxfp4-vllm-tp2"), cluster, sets=_sets(tmp_path)
     )
     clock = StepClock()
-    result = LaunchRunner(world.transports, clock).run_steps(plan.steps)
+    result = LaunchRunner(world.transports, clock, matcher=kb_matcher()).run_steps(plan.steps)
     assert not result.ok and result.failed is not None
     assert result.failed.step.id == "wait-ready"
     assert "Unsupported architecture" in result.failed.detail
@@ -81,7 +92,9 @@ def test_wait_for_ray_times_out_with_a_reason(tmp_path: Path) -> None:
     world = make_world(tmp_path / "w", cluster)
     plan = render_plan(load_recipes().get("minimax-m2.7-mxfp4-vllm-tp2"), cluster)
     wait = next(s for s in plan.steps if s.id == "wait-ray")
-    result = LaunchRunner(world.transports, StepClock()).run_step(wait)  # no Ray started
+    result = LaunchRunner(world.transports, StepClock(), matcher=kb_matcher()).run_step(
+        wait
+    )  # no Ray started
     assert not result.ok and "timed out after 600 s" in result.detail
 
 
@@ -172,7 +185,7 @@ def test_hostile_recipe_values_are_quoted_never_run(tmp_path: Path) -> None:
         "serve.--quote-test=a'b\"c",
     )
     plan = render_plan(load_recipes().get("minimax-m2.7-mxfp4-vllm-tp2"), cluster, sets=sets)
-    result = LaunchRunner(world.transports, StepClock()).run_steps(plan.steps)
+    result = LaunchRunner(world.transports, StepClock(), matcher=kb_matcher()).run_steps(plan.steps)
     assert result.ok, result.describe()
     assert not marker.exists()
     argv = (world.shared / "vllm-argv").read_text().splitlines()
@@ -191,7 +204,7 @@ def test_a_known_wall_in_the_serve_log_ends_the_wait_naming_it() -> None:
     with build_sim_cluster("page-cache-hog", clock=SteppedClock()) as c:
         plan = render_plan(c.recipe, c.config)
         started = c.clock.now()
-        result = LaunchRunner(c.transports, c.clock).run_steps(plan.steps)
+        result = LaunchRunner(c.transports, c.clock, matcher=kb_matcher()).run_steps(plan.steps)
         assert not result.ok and result.failed is not None
         assert result.failed.step.id == "wait-ready"
         assert "vllm-free-memory-low: " in result.failed.detail

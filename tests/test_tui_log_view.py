@@ -113,7 +113,7 @@ def test_repeats_fold_with_a_count_and_a_matched_line_never_folds_into_a_plain_o
             log.add_lines("spark2", [error, error], marks=((0, "ray-channel-timeout", "error"),))
             await pilot.pause()
             rows = log._rows()
-            texts = [(e.node, e.text, e.count) for e in rows]
+            texts = [(e.node, e.text, e.repeats) for e in rows]
             assert ("spark2", "Ray runtime started.", 4) in texts
             assert [t for t in texts if t[1] == "Ray runtime started."] == [
                 ("spark2", "Ray runtime started.", 4),
@@ -121,12 +121,12 @@ def test_repeats_fold_with_a_count_and_a_matched_line_never_folds_into_a_plain_o
             ]
             # the progress bar is one row showing its newest state and how often it moved
             progress = [e for e in rows if e.text.startswith("Loading safetensors")]
-            assert len(progress) == 1 and progress[0].count == 29 and "29/29" in progress[0].text
+            assert len(progress) == 1 and progress[0].repeats == 29 and "29/29" in progress[0].text
             # the error stays a row of its own (its repeat, unmatched, is a row too)
             errors = [e for e in rows if e.text == error]
             assert [e.severity for e in errors] == ["error", None]
             assert log.total_lines == 4 * 8 + 29 + 1 + 2
-            assert log.total_lines == sum(e.count for e in rows)  # nothing lost, all counted
+            assert log.total_lines == sum(e.repeats for e in rows)  # nothing lost, all counted
             strip = log._render_entry(progress[0])
             assert strip.text.rstrip().endswith("×29")
 

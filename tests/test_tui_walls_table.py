@@ -12,6 +12,7 @@ from textual.app import App, ComposeResult
 
 from spark_tui.kb.diagnosis import Diagnosis
 from spark_tui.kb.loader import load_knowledge
+from spark_tui.kb.source import Source
 from spark_tui.tui.widgets.diagnoses_table import DiagnosesTable
 
 KB = load_knowledge(use_user=False)
@@ -35,7 +36,9 @@ def test_a_long_wall_id_is_cut_with_an_ellipsis(tmp_path: Path) -> None:
         app = TableApp()
         async with app.run_test(size=(50, 6)) as pilot:
             table = app.query_one(DiagnosesTable)
-            d = Diagnosis(wall, "spark2:serve", 1, "evidence", node="spark2", first_seen=1.0)
+            d = Diagnosis(
+                wall, Source.log("spark2", "serve"), 1, "evidence", node="spark2", first_seen=1.0
+            )
             table.upsert(d)
             await pilot.pause()
             app.save_screenshot(str(tmp_path / "shot.svg"))

@@ -105,3 +105,18 @@ def test_a_bad_source_map_is_refused_with_its_line() -> None:
     good = "sources:\n  - message: 'boom {n} {{x}}'\n    project: p\n    versions: v\n    at: f:1\n"
     wall = parse_wall(parse_yaml(base + good, "x-wall.yaml"), "x-wall.yaml")
     assert fill(wall.sources[0].message) == "boom 42 {x}"
+
+
+def test_kb_show_lists_the_source_map() -> None:
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-m", "spark_tui", "kb", "show", "dist-init-timeout"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**__import__("os").environ, "COLUMNS": "200"},
+    ).stdout
+    assert "Messages it is named from" in out
+    assert "retreiving ncclUniqueId" in out and "pytorch/pytorch, 1.13 to 2.1" in out

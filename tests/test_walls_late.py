@@ -417,8 +417,10 @@ def test_safetensors_cause_follows_the_load_format() -> None:
     fast = {"recipe.serve_args.--load-format": "fastsafetensors"}
     assert wall.choose_cause(fast).id == "fastsafetensors-loader"
     assert wall.choose_cause({}).id == "truncated-shard"
-    # a truncated shard: fetch it again first, then find the short one, then the other loader
+    # a truncated shard: copy it from a node whose copy agrees (checksums compared), else
+    # fetch it again, then find the short one, then the other loader
     assert [f.id for f in wall.fixes_for({})] == [
+        "repair-from-peer",
         "refetch-checkpoint",
         "list-shard-sizes",
         "plain-safetensors-loader",

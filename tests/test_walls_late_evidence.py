@@ -12,6 +12,7 @@ from spark_tui.entry import main
 from spark_tui.events import DiagnosisRaised
 from spark_tui.kb.diagnosis import DiagnosisBook
 from spark_tui.kb.loader import load_knowledge
+from spark_tui.kb.source import Source
 from spark_tui.nodes.cluster import ClusterConfig, NodeConfig
 from spark_tui.nodes.local import LocalTransport
 from spark_tui.nodes.rules import RuleEngine
@@ -129,6 +130,8 @@ def test_stall_evidence_first_dumps_and_readings_of_the_last_minutes(tmp_path: P
         shim_transports(tmp_path),
         readings=Readings(),
         directory=tmp_path / "evidence",
+        # no recipe: the serving containers the session found running (an attached deployment)
+        containers=lambda: {"spark1": "vllm_node", "spark2": "vllm_node"},
     )
     auto(event)
     auto.wait()
@@ -171,8 +174,11 @@ def crash(wall_id: str, line: str, node: str = "spark1", t: float = 10.0):
     from spark_tui.kb.matcher import Matcher
 
     stream = Matcher(KB).stream()
-    for hit in stream.feed_line(f"{node}:serve", line):
-        book.add(hit.wall, f"{node}:serve", hit.line_no, hit.evidence, node=node, now=t)
+    for text in line.split("\n"):
+        for hit in stream.feed_line(f"{node}:serve", text):
+            book.add(
+                hit.wall, Source.log(node, "serve"), hit.line_no, hit.evidence, node=node, now=t
+            )
     return [d for d in book.by_first_line() if d.wall.id == wall_id]
 
 
@@ -180,7 +186,10 @@ def test_after_a_crash_one_relaunch_per_diagnosis_and_never_twice_on_the_same_wa
     tmp_path: Path,
 ) -> None:
     guard = AutoRelaunchGuard(tmp_path / "guard.json")
-    line = "self._semlock = _multiprocessing.SemLock._rebuild(*state)"  # mp-cross-node-semlock
+    line = (  # mp-cross-node-semlock: a vLLM worker that could not rebuild the head's semaphore
+        "self._semlock = _multiprocessing.SemLock._rebuild(*state)\n"
+        "Exception: WorkerProc initialization failed"
+    )
     first = decide_after_crash(crash("mp-cross-node-semlock", line, t=10), guard, 10)
     assert first.relaunch and first.wall == "mp-cross-node-semlock"
     assert first.fix == "use-ray-executor"

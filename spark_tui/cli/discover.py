@@ -87,12 +87,12 @@ def run(args: argparse.Namespace) -> int:
         neighbour_interfaces,
         read_node,
     )
-    from spark_tui.nodes.local import LocalTransport
     from spark_tui.nodes.ssh import default_known_hosts_path, default_ssh_config_path
+    from spark_tui.nodes.transports import open_transport
     from spark_tui.yamlfile import parse_yaml
 
     interactive = sys.stdin.isatty() and not args.yes
-    local = LocalTransport()
+    local = open_transport(NodeConfig("local", "local"))
     if args.no_probe and not args.from_file:
         raise InputError("--no-probe goes with --from FILE")
     imported = None
@@ -180,7 +180,7 @@ def _write(output, text: str):
     output.parent.mkdir(parents=True, exist_ok=True)
     if output.exists():
         output.rename(output.with_name(f"{output.name}.{stamp_now()}.bak"))
-    write_atomic(output, text, mode=0o644)  # a fresh temporary file: no planted symlink
+    write_atomic(output, text, mode=0o644, own=False)  # a fresh temporary file: no planted symlink
     return output
 
 

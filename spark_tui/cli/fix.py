@@ -30,6 +30,7 @@ def run(args: argparse.Namespace) -> int:
     from spark_tui.cli.present import ask_terminal, print_progress
     from spark_tui.errors import InputError
     from spark_tui.kb.diagnosis import Diagnosis
+    from spark_tui.kb.source import LOG, Source
     from spark_tui.session import open_cluster
 
     config = args.fix_config or getattr(args, "config", None)
@@ -48,7 +49,11 @@ def run(args: argparse.Namespace) -> int:
         if args.node:
             session.config.node(args.node)  # an unknown node is bad input
         seen = Diagnosis(
-            wall, f"{args.node or 'cluster'}:cli", 0, "named on the command line", node=args.node
+            wall,
+            Source(LOG, args.node, "command-line"),
+            0,
+            "named on the command line",
+            node=args.node,
         )
         plan = session.plan_fix(seen, fix)
         for broken in session.unfinished():

@@ -78,6 +78,12 @@ def run(args: argparse.Namespace) -> int:
                 + (f" then /{s.then}/ within {s.within} lines" if s.then else ""),
                 markup=False,
             )
+    if wall.sources:
+        out.print(Text("Messages it is named from (upstream source):", style="bold"))
+        for src in wall.sources:
+            first, _, more = src.message.partition("\n")
+            out.print(f"  {first}" + (" …" if more else ""), markup=False)
+            out.print(f"    {src.project}, {src.versions} — {src.at}", markup=False, style="dim")
     if wall.rules:
         out.print(Text("Reading rules:", style="bold"))
         for r in wall.rules:

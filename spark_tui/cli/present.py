@@ -6,7 +6,7 @@ import os
 import sys
 from collections.abc import Iterable
 
-from rich.console import Console, Group
+from rich.console import Console, Group, RenderableType
 from rich.panel import Panel
 from rich.text import Text
 
@@ -45,7 +45,7 @@ def diagnosis_panel(d: Diagnosis) -> Panel:
         head.append(f"  ({CONFIDENCE_WORDS[d.confidence]})", style="italic")
     where = Text(f"{d.source}:{d.line}" if d.line else d.source, style="cyan")
     where.append(f"  ({d.count} matching line{'s' if d.count != 1 else ''})", style="dim")
-    parts: list[object] = [head, where, Text(w.summary)]
+    parts: list[RenderableType] = [head, where, Text(w.summary)]
     if d.confidence == SUSPECTED:
         if d.reason:
             parts.append(Text(f"Suspected: {d.reason}", style="italic dim"))
@@ -54,8 +54,7 @@ def diagnosis_panel(d: Diagnosis) -> Panel:
     parts.append(Text("> " + d.evidence, style="magenta", overflow="ellipsis", no_wrap=True))
     if w.explain:
         parts.append(Text(w.explain, style="italic"))
-    fixes = [w.fix(fid) for fid in d.fixes()]
-    fixes = [f for f in fixes if f is not None]
+    fixes = [f for f in (w.fix(fid) for fid in d.fixes()) if f is not None]
     if fixes:
         parts.append(Text("Fixes, in order:", style="bold"))
         parts.extend(fix_block(f, i) for i, f in enumerate(fixes, 1))

@@ -1,5 +1,7 @@
 """`spark-tui recipes list | show ID | render ID [--profile NAME] [--set KEY=VALUE]...`
 | fit ID [--profile NAME] [--set KEY=VALUE]... [--json] [--config FILE]
+| check-flags ID [--profile NAME] [--set KEY=VALUE]... [--json] [--config FILE]
+| rollback ID [--yes] [--config FILE]
 | lint [PATH...] | import FILE|DIR... [--to DIR] [--force]`
 
 A recipe file that does not load is reported (file:line) and left out; the others load.
@@ -11,6 +13,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+
+from spark_tui.cli.options import config_of
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -27,6 +31,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     hist.add_argument("id")
     undo = rs.add_parser("undo", help="go back to the revision before the current one")
     undo.add_argument("id")
+    rb = rs.add_parser(
+        "rollback",
+        help="back to the image and recipe revision that last served (preview, then confirm)",
+        description=(
+            "Show the launch of this recipe that last served (a smoke request answered: when, "
+            "revision, image, tok/s) and the change back to it, then ask; the rollback is a new "
+            "revision (every revision is kept, `recipes undo` returns) and takes effect at the "
+            "next launch. Journaled."
+        ),
+    )
+    rb.add_argument("id")
+    rb.add_argument("--yes", action="store_true", help="do not ask")
+    rb.add_argument("--config", metavar="FILE", dest="render_config", help="cluster.yaml")
     render = rs.add_parser(
         "render",
         help="print the shell commands per node, ready to paste",
@@ -45,7 +62,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         dest="sets",
         help="override for this rendering, e.g. serve.--max-model-len=4096, env.VAR=1, image=NAME",
     )
-    render.add_argument("--config", metavar="FILE", dest="render_config", help="cluster.yaml")
+    render.add_argument("--config", metavar="FILE", dest="sub_config", help="cluster.yaml")
     render.add_argument("--json", action="store_true", help="the plan as JSON (steps, waits, logs)")
     fit = rs.add_parser(
         "fit",
@@ -67,8 +84,32 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         dest="sets",
         help="override for this estimate, e.g. serve.--gpu-memory-utilization=0.82",
     )
-    fit.add_argument("--config", metavar="FILE", dest="render_config", help="cluster.yaml")
+    fit.add_argument("--config", metavar="FILE", dest="sub_config", help="cluster.yaml")
     fit.add_argument("--json", action="store_true", help="one JSON object (docs/json.md)")
+    cf = rs.add_parser(
+        "check-flags",
+        help="run the image's own --help on a node: flags its engine does not know, renamed ones",
+        description=(
+            "Before a launch: start a throw-away container of the recipe's image on the node "
+            "that starts the serve command (nothing running is stopped), read its engine's "
+            "--help and report every flag of the rendered serve command it does not know, with "
+            "the new name where a flag was renamed. Exit 1 when a flag is unknown or the check "
+            "could not run. Reads ./cluster.yaml, ~/.config/spark-tui/cluster.yaml or --config "
+            "FILE; with none, the built-in simulated cluster."
+        ),
+    )
+    cf.add_argument("id")
+    cf.add_argument("--profile", metavar="NAME")
+    cf.add_argument(
+        "--set",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        dest="sets",
+        help="override for this check, e.g. image=NAME",
+    )
+    cf.add_argument("--config", metavar="FILE", dest="render_config", help="cluster.yaml")
+    cf.add_argument("--json", action="store_true", help="one JSON object")
     lint = rs.add_parser(
         "lint",
         help="check recipe files (file:line errors; exit 2 when one does not load)",
@@ -130,18 +171,19 @@ def run(args: argparse.Namespace) -> int:
         return code
     recipe = book.get(args.id)
     if args.recipes_command in ("history", "undo"):
-        return _history(recipe, undo=args.recipes_command == "undo")
+        return _history(recipe, undo=args.recipes_command == "undo", config=config_of(args))
     if args.recipes_command == "show":
         return _show(recipe, args.json)
     if args.recipes_command == "fit":
         return _fit(recipe, args)
+    if args.recipes_command == "rollback":
+        return _rollback(recipe, args)
+    if args.recipes_command == "check-flags":
+        return _check_flags(recipe, args)
     from spark_tui.recipes.clusters import find_cluster
     from spark_tui.recipes.render import render_plan
 
-    cluster = find_cluster(
-        getattr(args, "render_config", None) or getattr(args, "config", None),
-        simulated_nodes=recipe.nodes,
-    )
+    cluster = find_cluster(config_of(args), simulated_nodes=recipe.nodes)
     plan = render_plan(recipe, cluster, profile=args.profile, sets=args.sets)
     if args.json:
         json.dump(plan.to_json(), sys.stdout, indent=2)
@@ -153,7 +195,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _adopt(args: argparse.Namespace) -> int:
     """Show the recipe derived from what runs (as a diff: it is all new) and save it."""
-    from spark_tui.cli.options import config_of
     from spark_tui.session import open_cluster
 
     with open_cluster(config_of(args), scenario=args.demo, no_config="refuse") as session:
@@ -240,15 +281,18 @@ def _show(recipe, as_json: bool) -> int:
     return 0
 
 
-def _history(recipe, undo: bool) -> int:
+def _history(recipe, undo: bool, config: str | None = None) -> int:
     from spark_tui.recipes.revisions import RevisionStore
     from spark_tui.state import StateDir
 
-    store = RevisionStore(StateDir.real().revisions_dir)
-    if undo:
-        back = store.undo(recipe.id)
+    if undo:  # through a session: its journal records the undo, as the TUI's does
+        from spark_tui.session import open_cluster
+
+        with open_cluster(config, recipe=recipe.id, no_config="offline") as session:
+            back = session.undo()
         print(f"{recipe.id}: now at revision {back.revision} (revision {recipe.revision} is kept)")
         return 0
+    store = RevisionStore(StateDir.real().revisions_dir)
     revs = store.revisions(recipe.id)
     if not revs:
         print(f"{recipe.id}: never patched (revision 0, as shipped)")
@@ -268,8 +312,7 @@ def _fit(recipe, args: argparse.Namespace) -> int:
     from spark_tui.session import open_cluster
 
     r = apply_sets(recipe.with_profile(args.profile), args.sets)
-    config = getattr(args, "render_config", None) or getattr(args, "config", None)
-    with open_cluster(config, sim_nodes=r.nodes) as session:
+    with open_cluster(config_of(args), sim_nodes=r.nodes) as session:
         report, unreachable = session.fit(r)
     if args.json:
         json.dump(report.to_json(), sys.stdout)
@@ -279,6 +322,59 @@ def _fit(recipe, args: argparse.Namespace) -> int:
     for n, why in unreachable.items():
         print(f"{n}: unreachable ({why})", file=sys.stderr)
     return 1 if unreachable else 0
+
+
+def _rollback(recipe, args: argparse.Namespace) -> int:
+    """Preview the rollback to what last served, confirm, apply through a session."""
+    import time
+
+    from spark_tui.session import open_cluster
+
+    config = getattr(args, "render_config", None) or getattr(args, "config", None)
+    with open_cluster(config, recipe=recipe.id, no_config="offline") as session:
+        current, served, diff = session.rollback_preview(recipe.id)
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(served.time))
+        tok = f", {served.tok_s:.1f} tok/s" if served.tok_s else ""
+        print(
+            f"{recipe.id}: last served at {when}: revision {served.revision}, "
+            f"image {served.image or '(none)'}{tok}"
+        )
+        if not diff:
+            print(f"{recipe.id}: revision {current.revision} in use is what served: nothing to do")
+            return 0
+        print(f"the change from revision {current.revision} back to it:")
+        print(diff.rstrip("\n"))
+        if not args.yes:
+            if not sys.stdin.isatty():
+                print("not a terminal: pass --yes to roll back", file=sys.stderr)
+                return 1
+            answer = input(f"Roll {recipe.id} back to what served at {when}? [y/N] ")
+            if answer.strip().lower() not in ("y", "yes"):
+                print("nothing changed")
+                return 1
+        after = session.rollback(recipe.id)
+    print(
+        f"{recipe.id}: now at revision {after.revision} (what served at {when}); "
+        f"revision {current.revision} is kept — the next launch uses it"
+    )
+    return 0
+
+
+def _check_flags(recipe, args: argparse.Namespace) -> int:
+    """The image's own --help on one node against the recipe's serve flags."""
+    from spark_tui.recipes.overrides import apply_sets
+    from spark_tui.session import open_cluster
+
+    r = apply_sets(recipe.with_profile(args.profile), args.sets)
+    config = getattr(args, "render_config", None) or getattr(args, "config", None)
+    with open_cluster(config, sim_nodes=r.nodes) as session:
+        report = session.check_flags(r)
+    if args.json:
+        json.dump(report.to_json(), sys.stdout)
+        print()
+    else:
+        print("\n".join(report.lines()))
+    return 0 if report.ok else 1
 
 
 def _report_errors(errors) -> None:

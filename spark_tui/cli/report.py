@@ -24,26 +24,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from spark_tui.errors import InputError
-    from spark_tui.kb.diagnosis import DiagnosisBook
-    from spark_tui.kb.matcher import Matcher, scan_stream
+    from spark_tui.kb.triage import triage_files
     from spark_tui.remedy.report import recipe_checks
     from spark_tui.session import open_cluster
 
     config = args.report_config or getattr(args, "config", None)
     with open_cluster(config, recipe=args.recipe, no_config="offline") as session:
-        diag = DiagnosisBook()
-        if args.logs:
-            matcher = Matcher(session.kb)
-            stream = matcher.stream()
-            for name in args.logs:
-                try:
-                    with open(name, "rb") as fh:
-                        for hit in scan_stream(matcher, name, fh, stream):
-                            diag.add_hit(hit)
-                except OSError as exc:
-                    raise InputError(f"cannot read: {exc.strerror or exc}", name) from None
-        diagnoses = diag.by_first_line()
+        diagnoses = triage_files(session.matcher, args.logs) if args.logs else []
         recipe = session.recipe()
         if recipe is not None:
             diagnoses += recipe_checks(session.kb, recipe)

@@ -22,35 +22,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from spark_tui.errors import InputError
-    from spark_tui.kb.diagnosis import DiagnosisBook
     from spark_tui.kb.loader import load_knowledge
-    from spark_tui.kb.matcher import Matcher, scan_stream
+    from spark_tui.kb.matcher import Matcher
+    from spark_tui.kb.triage import source_name, triage_files
 
     kb = load_knowledge(Path(args.knowledge) if args.knowledge else None)
-    matcher = Matcher(kb, engine=args.engine)
-    book = DiagnosisBook()
-    stream = matcher.stream()
-    for name in args.files:
-        try:
-            fh = sys.stdin.buffer if name == "-" else open(name, "rb")  # noqa: SIM115
-        except OSError as exc:
-            raise InputError(f"cannot read: {exc.strerror}", name) from None
-        source = "<stdin>" if name == "-" else name
-        try:
-            for hit in scan_stream(matcher, source, fh, stream):
-                book.add_hit(hit)
-        except OSError as exc:
-            raise InputError(f"cannot read: {exc.strerror or exc}", name) from None
-        finally:
-            if fh is not sys.stdin.buffer:
-                fh.close()
-    diagnoses = book.by_first_line()
+    diagnoses = triage_files(Matcher(kb, engine=args.engine), args.files)
     if args.json:
         json.dump({"diagnoses": [d.to_json() for d in diagnoses]}, sys.stdout, ensure_ascii=False)
         sys.stdout.write("\n")
         return 0
     from spark_tui.cli.present import print_diagnoses
 
-    print_diagnoses(diagnoses, files=[("<stdin>" if f == "-" else f) for f in args.files])
+    print_diagnoses(diagnoses, files=[source_name(f) for f in args.files])
     return 0

@@ -95,7 +95,7 @@ class EventPrinter:
             )
         elif isinstance(event, DiagnosisRaised):
             d = event.diagnosis
-            episode = d.source.endswith(":readings") or d.source == "recipe:checks"
+            episode = d.source.from_readings
             key = (d.wall.id, d.source)
             surer = self._sure.get(key, d.confidence) != d.confidence  # readings confirmed it
             self._sure[key] = d.confidence

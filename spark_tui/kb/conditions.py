@@ -59,7 +59,7 @@ class Condition:
         if self.path not in facts:
             return False
         left = facts[self.path]
-        right = self.value
+        right: object = self.value
         if isinstance(right, PathRef):
             if right.path not in facts:
                 return False
@@ -75,7 +75,7 @@ def _compare(left: object, op: str, right: object) -> bool:
         if left is None:
             return op == "not contains"
         try:
-            found = str(right) in left  # type: ignore[operator]
+            found = str(right) in left  # type: ignore[operator]  # a string or a list reading; another raises TypeError, caught below
         except TypeError:
             return False
         return found if op == "contains" else not found
@@ -132,10 +132,6 @@ def parse_condition(text: str) -> Condition:
             + ", ".join(OPS)
         )
     return Condition(m["path"], m["op"], _parse_value(m["value"]), text.strip())
-
-
-def all_hold(conditions: tuple[Condition, ...], facts: Mapping[str, object]) -> bool:
-    return all(c.holds(facts) for c in conditions)
 
 
 class HoldTracker:

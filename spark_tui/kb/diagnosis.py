@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from spark_tui.kb.conditions import Condition
 from spark_tui.kb.schema import (
@@ -15,6 +15,7 @@ from spark_tui.kb.schema import (
     Wall,
     severity_for,
 )
+from spark_tui.kb.source import LOG, Source
 
 if TYPE_CHECKING:
     from spark_tui.kb.matcher import Hit
@@ -35,7 +36,7 @@ class Diagnosis:
     """One wall seen in one source (a log file, a node's stream, a node's readings)."""
 
     wall: Wall
-    source: str
+    source: Source
     line: int  # first line of evidence (0 for reading rules)
     evidence: str
     count: int = 1
@@ -95,24 +96,67 @@ class Diagnosis:
     def fixes(self) -> tuple[str, ...]:
         return self.fix_ids or tuple(f.id for f in self.wall.fixes)
 
-    def to_json(self) -> dict[str, object]:
+    def to_json(self) -> dict[str, Any]:
         """The object `triage --json` prints (docs/json.md); a resolved one says how."""
-        out: dict[str, object] = {
-            "wall": self.wall.id,
-            "title": self.wall.title,
+        return DiagnosisSnapshot.of(self).to_json()
+
+
+@dataclass(frozen=True)
+class DiagnosisSnapshot:
+    """A diagnosis as it was when reported (`triage --json`'s entry plus node and cause)."""
+
+    wall: str
+    title: str
+    severity: str
+    confidence: str
+    confirm_with: tuple[str, ...]
+    file: str
+    line: int
+    count: int
+    evidence: str
+    fixes: tuple[str, ...]
+    node: str | None
+    cause: str | None
+    resolved: str | None  # how, once it no longer holds
+    reason: str | None = None  # why only suspected
+
+    @classmethod
+    def of(cls, d: Diagnosis) -> DiagnosisSnapshot:
+        return cls(
+            wall=d.wall.id,
+            title=d.wall.title,
+            severity=d.severity,
+            confidence=d.confidence,
+            confirm_with=tuple(d.confirm_with()),
+            file=str(d.source),
+            line=d.line,
+            count=d.count,
+            evidence=d.evidence,
+            fixes=tuple(d.fixes()),
+            node=d.node,
+            cause=d.cause,
+            resolved=None if d.active else d.resolution,
+            reason=d.reason if d.reason and d.confidence == SUSPECTED else None,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The object `triage --json` prints for it."""
+        out: dict[str, Any] = {
+            "wall": self.wall,
+            "title": self.title,
             "severity": self.severity,
             "confidence": self.confidence,
-            "confirm_with": self.confirm_with(),
-            "file": self.source,
+            "confirm_with": list(self.confirm_with),
+            "file": self.file,
             "line": self.line,
             "count": self.count,
             "evidence": self.evidence,
-            "fixes": list(self.fixes()),
+            "fixes": list(self.fixes),
         }
-        if self.reason and self.confidence == SUSPECTED:
+        if self.reason is not None:
             out["reason"] = self.reason
-        if not self.active:
-            out["resolved"] = self.resolution
+        if self.resolved is not None:
+            out["resolved"] = self.resolved
         return out
 
 
@@ -122,14 +166,14 @@ class DiagnosisBook:
     MAX_EVIDENCE_LINES = 20
 
     def __init__(self) -> None:
-        self._by_key: dict[tuple[str, str], Diagnosis] = {}
-        self._last_line: dict[tuple[str, str], int] = {}
-        self._source_order: dict[str, int] = {}
+        self._by_key: dict[tuple[str, Source], Diagnosis] = {}
+        self._last_line: dict[tuple[str, Source], int] = {}
+        self._source_order: dict[Source, int] = {}
 
     def add(
         self,
         wall: Wall,
-        source: str,
+        source: Source,
         line: int,
         evidence: str,
         *,
@@ -207,13 +251,14 @@ class DiagnosisBook:
         node: str | None = None,
         now: float = 0.0,
         facts_by_node: dict[str, dict[str, object]] | None = None,
-        source: str | None = None,
+        source: Source | None = None,
     ) -> tuple[Diagnosis, bool]:
-        """Record a matcher hit, with its confidence and its evidence lines."""
+        """Record a matcher hit, with its confidence and its evidence lines; `source`
+        defaults to the file the matcher read (a log triaged offline)."""
         sig = hit.signature
         return self.add(
             hit.wall,
-            source or hit.source,
+            source or Source(LOG, None, hit.source),
             hit.line_no,
             hit.evidence,
             node=node,
@@ -266,7 +311,7 @@ class DiagnosisBook:
             self._by_key.values(), key=lambda d: (-d.last_seen, SEVERITY_RANK[d.severity])
         )
 
-    def get(self, wall_id: str, source: str) -> Diagnosis | None:
+    def get(self, wall_id: str, source: Source) -> Diagnosis | None:
         return self._by_key.get((wall_id, source))
 
     def __len__(self) -> int:

@@ -15,16 +15,17 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 try:  # the regex parser, for the literals a pattern requires
-    import re._constants as _sre  # type: ignore[import-not-found]
-    import re._parser as _sre_parse  # type: ignore[import-not-found]
+    import re._constants as _sre  # type: ignore[import-not-found]  # Python >= 3.11 names it so
+    import re._parser as _sre_parse  # type: ignore[import-not-found]  # Python >= 3.11 names it so
 except ImportError:  # Python 3.10
-    import sre_constants as _sre  # type: ignore[no-redef]
-    import sre_parse as _sre_parse  # type: ignore[no-redef]
+    import sre_constants as _sre  # type: ignore[no-redef]  # Python 3.10's name (unused on 3.11+)
+    import sre_parse as _sre_parse  # type: ignore[no-redef]  # Python 3.10's name (unused on 3.11+)
 
 _UNSUPPORTED = [
     (re.compile(r"\(\?[=!<]"), "lookaround"),
@@ -246,6 +247,9 @@ class _HyperscanEngine(_Engine):
         import hyperscan
 
         self._db = None
+        # a scan needs scratch space of its own: one per thread, since one session's
+        # matcher serves the monitor's threads and a launch's check at once
+        self._local = threading.local()
         if not patterns:
             return
         expressions = [p.source for p in patterns]
@@ -257,6 +261,15 @@ class _HyperscanEngine(_Engine):
             flags.append(f)
         self._db = _cached_database(expressions, flags)
 
+    def _scratch(self) -> Any:
+        """This thread's scratch space for the database (made on its first scan)."""
+        scratch = getattr(self._local, "scratch", None)
+        if scratch is None:
+            import hyperscan
+
+            scratch = self._local.scratch = hyperscan.Scratch(self._db)
+        return scratch
+
     def any(self, data: bytes) -> bool:
         if self._db is None:
             return False
@@ -267,7 +280,7 @@ class _HyperscanEngine(_Engine):
             return True  # stop at the first
 
         with contextlib.suppress(Exception):  # hyperscan reports the halt as an error
-            self._db.scan(data, match_event_handler=on_match)
+            self._db.scan(data, match_event_handler=on_match, scratch=self._scratch())
         return bool(found)
 
     def candidates(self, data: bytes, lo: int = 0, hi: int | None = None):
@@ -289,7 +302,7 @@ class _HyperscanEngine(_Engine):
 
         # the whole chunk is scanned (its partial first and last lines are short);
         # their lines are left out below and matched with the next chunk
-        self._db.scan(data, match_event_handler=on_match)
+        self._db.scan(data, match_event_handler=on_match, scratch=self._scratch())
         for start in sorted(spans):
             if lo <= start < hi:
                 end, ids = spans[start]
@@ -331,7 +344,7 @@ def _required(seq) -> list[frozenset[bytes]]:
         elif op is _sre.BRANCH:
             alts = [_best_literals(_required(alt)) for alt in av[1]]
             if all(alts):
-                found.append(frozenset().union(*alts))  # type: ignore[arg-type]
+                found.append(frozenset().union(*alts))  # type: ignore[arg-type]  # frozensets of ints, all non-empty (checked above)
         elif op in _REPEATS and av[0] >= 1:  # the body occurs at least once
             best = _best_literals(_required(av[2]))
             if best:

@@ -240,7 +240,7 @@ def _signatures(
                 for_s = 0
             scope = c.choice(sig, "scope", ("node", "cluster", "recipe"), where, default="node")
             if when:
-                rules.append(ReadingRule(when, float(for_s), scope, line_of(raw, i) or 0))  # type: ignore[arg-type]
+                rules.append(ReadingRule(when, float(for_s), scope, line_of(raw, i) or 0))  # type: ignore[arg-type]  # scope is one of SCOPES, checked above
         else:
             c.err(f"{where} needs 'log' (a regex) or 'when' (conditions over readings)", raw, i)
     return tuple(logs), tuple(rules)
@@ -273,25 +273,26 @@ def _sources(c: _Collector, raw: Any, data: dict) -> tuple[MessageSource, ...]:
             c.err(
                 f"{where}: a lone brace in the message (write it as {{{{ or }}}})", src, "message"
             )
-        out.append(MessageSource(*(texts[k] for k in SOURCE_FIELDS), line=line_of(raw, i) or 0))
+        message, project, versions, at = (texts[k] for k in SOURCE_FIELDS)
+        out.append(MessageSource(message, project, versions, at, line=line_of(raw, i) or 0))
     return tuple(out)
 
 
 def _action(c: _Collector, raw: Any, container: Any, index: int, where: str) -> Action | None:
-    """One action, checked against its kind in the registry (spark_tui.remedy.actions)."""
-    from spark_tui.remedy.actions import REGISTRY
+    """One action, checked against its kind's schema (spark_tui.action_schemas)."""
+    from spark_tui.action_schemas import SCHEMAS
 
     if not isinstance(raw, dict) or "type" not in raw:
         c.err(
-            f"{where}: an action is a mapping with a 'type' ({', '.join(REGISTRY)})",
+            f"{where}: an action is a mapping with a 'type' ({', '.join(SCHEMAS)})",
             container,
             index,
         )
         return None
-    kind = REGISTRY.get(raw["type"]) if isinstance(raw["type"], str) else None
+    kind = SCHEMAS.get(raw["type"]) if isinstance(raw["type"], str) else None
     if kind is None:
         c.err(
-            f"{where}: unknown action type {raw['type']!r} (known: {', '.join(REGISTRY)})",
+            f"{where}: unknown action type {raw['type']!r} (known: {', '.join(SCHEMAS)})",
             raw,
             "type",
         )
@@ -354,7 +355,7 @@ def _fixes(c: _Collector, raw: Any, data: dict) -> tuple[Fix, ...]:
             Fix(
                 fid,
                 c.text(fx, "title", where),
-                c.choice(fx, "risk", RISKS, where),  # type: ignore[arg-type]
+                c.choice(fx, "risk", RISKS, where),  # type: ignore[arg-type]  # one of RISKS: c.choice checked it
                 bool(root),
                 tuple(actions),
                 verify,
@@ -451,8 +452,8 @@ def parse_wall(data: Any, file: str) -> Wall:
     return Wall(
         id=wid,
         title=c.text(data, "title", "the wall"),
-        severity=severity,  # type: ignore[arg-type]
-        kind=kind,  # type: ignore[arg-type]
+        severity=severity,  # type: ignore[arg-type]  # one of SEVERITIES, checked above
+        kind=kind,  # type: ignore[arg-type]  # one of the kinds, checked above
         engines=tuple(engines),
         summary=" ".join(c.text(data, "summary", "the wall").split()),
         signatures=logs,

@@ -21,6 +21,7 @@ length never raise and never lose the lines after them.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
@@ -218,7 +219,9 @@ class Matcher:
                 for i in self._seam_ids
             }
             if all(e for e, _ in ends):
-                self.seam_ends = make_engine([EnginePattern(e, c) for e, c in sorted(ends)], name)
+                self.seam_ends = make_engine(
+                    [EnginePattern(e, c) for e, c in sorted(ends) if e is not None], name
+                )
 
     def stream(self) -> MatchStream:
         return MatchStream(self)
@@ -311,7 +314,7 @@ class MatchStream:
             if sig.after and si not in st.armed:
                 if sig.excerpt_times and si not in st.bannered:  # maybe an excerpt: count
                     n, *first = st.loose.get(si, (0, line_no, to_text(text), lines))
-                    st.loose[si] = (n + 1, *first)  # type: ignore[assignment]
+                    st.loose[si] = (n + 1, *first)  # type: ignore[assignment]  # the loose tuple's tail is kept as it was read
                 return None
             if sig.times > 1:
                 st.counts[si] = st.counts.get(si, 0) + 1
@@ -325,8 +328,8 @@ class MatchStream:
         if head is None or line_no - head[0] > sig.within:
             return None
         del st.pending[si]
-        first = lines or ((line_no, to_text(text)),)
-        return Hit(self.m.walls[wi], source, line_no, to_text(text), sig, (head, *first))
+        opening = lines or ((line_no, to_text(text)),)
+        return Hit(self.m.walls[wi], source, line_no, to_text(text), sig, (head, *opening))
 
     def _moot(self, st: _SourceState, pid: int) -> bool:
         """Whether a match of this pattern could change nothing now (a signature's
@@ -443,7 +446,7 @@ class MatchStream:
                         line_no,
                         joined[m.start() : m.end()],
                         lines,
-                        lambda j=joined: j,
+                        functools.partial(bytes, joined),
                     )
                     if hit is not None and (p.wall_index, hit.line_no) not in st.walls_at:
                         st.walls_at.add((p.wall_index, hit.line_no))  # one hit a wall a line
@@ -693,6 +696,7 @@ class MatchStream:
         cut = min(nth_line_end(body, lo, MULTI_LINES - 1), hi)
         seam = prefix + body[lo:cut]
         extra: list[tuple[int, int, frozenset[int] | None]] = []
+        assert self.m.seam is not None  # the caller checked: the matcher has seam patterns
         for s, e, ids in self.m.seam.candidates(seam):
             if s < len(prefix):
                 continue  # a line before this body: seen with it

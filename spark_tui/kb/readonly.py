@@ -30,7 +30,22 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _QUOTED_VARS = {"HOME", "USER"}
 _KEYWORDS = {"if", "then", "else", "elif", "fi", "for", "while", "until", "do", "done"}
 _KEYWORDS |= {"case", "esac", "select", "function", "{", "}", "!", "[[", "]]", "time", "coproc"}
-_OPS = ("&&", "||", ";;", ">>", "<<", "<&", ">&", "<>", ">|", "&>", "|&", "|", "&", ";")
+_OPS: tuple[str, ...] = (
+    "&&",
+    "||",
+    ";;",
+    ">>",
+    "<<",
+    "<&",
+    ">&",
+    "<>",
+    ">|",
+    "&>",
+    "|&",
+    "|",
+    "&",
+    ";",
+)
 _OPS += ("(", ")", "<", ">")
 
 
@@ -393,7 +408,18 @@ def _ip(name: str, args: list[str]) -> None:
             raise _NotReadOnly(f"ip {args[i]}: not a known read-only flag of ip")
         i += 1
     rest = args[i:]
-    objects = ("a", "addr", "address", "l", "link", "r", "route", "n", "neigh", "neighbour")
+    objects: tuple[str, ...] = (
+        "a",
+        "addr",
+        "address",
+        "l",
+        "link",
+        "r",
+        "route",
+        "n",
+        "neigh",
+        "neighbour",
+    )
     objects += ("rule", "maddr", "tunnel", "netns")
     if not rest:
         return

@@ -28,6 +28,7 @@ import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from spark_tui.action_schemas import SCHEMAS
 from spark_tui.kb.readonly import read_only_problem
 from spark_tui.kb.schema import Action, Fix
 
@@ -157,7 +158,17 @@ _NVIDIA_SMI_CHANGES = re.compile(
 _ETHTOOL_CHANGES = re.compile(r"^(-[sKGLACrEfW]|--(set|change|reset|flash|offload).*)$")
 _SCRATCH = ("/tmp/", "/var/tmp/", "/dev/shm/")
 _HARMLESS_TARGETS = ("/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty")
-_SYSTEM = ("/etc/", "/boot/", "/usr/", "/lib", "/bin/", "/sbin/", "/var/lib/", "/opt/", "/root/")
+_SYSTEM: tuple[str, ...] = (
+    "/etc/",
+    "/boot/",
+    "/usr/",
+    "/lib",
+    "/bin/",
+    "/sbin/",
+    "/var/lib/",
+    "/opt/",
+    "/root/",
+)
 _SYSTEM += ("/dev/", "/sys/", "/proc/", "/srv/", "/var/log/")
 DROP_CACHES_PATH = "/proc/sys/vm/drop_caches"
 
@@ -411,13 +422,8 @@ class Problem:
 def action_root(action: Action) -> bool:
     """Whether the action runs something as root (sudo -n): its kind always does (reboot),
     or a command it plans does (`root: true`; move-aside unless `root: false`)."""
-    from spark_tui.remedy.actions import REGISTRY
-    from spark_tui.sudoers import planned_commands
-
-    kind = REGISTRY.get(action.type)
-    if kind is not None and kind.needs_root:
-        return True
-    return any(c.root for c in planned_commands(action))
+    schema = SCHEMAS.get(action.type)
+    return schema is not None and schema.runs_root(action.params)
 
 
 def _placeholders_as_words(command: str) -> str:
@@ -431,12 +437,10 @@ def check_fix(fix: Fix) -> list[Problem]:
     problems: list[Problem] = []
     needed, needed_why = "safe", ""
     root_actions: list[int] = []
-    from spark_tui.remedy.actions import REGISTRY
-
     for i, action in enumerate(fix.actions):
         if action_root(action):
             root_actions.append(i)
-        kind = REGISTRY.get(action.type)
+        kind = SCHEMAS.get(action.type)
         risk = kind.min_risk if kind is not None else "safe"  # the kind's own floor
         if RISK_ORDER[risk] > RISK_ORDER[needed]:
             needed, needed_why = risk, f"action {i + 1} is a {action.type}"

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from spark_tui.action_schemas import SCHEMAS
 from spark_tui.kb.conditions import Condition
 
 Severity = Literal["error", "warning", "info"]
@@ -28,7 +29,6 @@ SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
 # words), or `suspected` (a symptom that other walls share, or a wall whose main
 # evidence is readings); readings that agree make it `confirmed`.
 CONFIRMED, FROM_LOG, SUSPECTED = "confirmed", "from-log", "suspected"
-CONFIDENCES: tuple[str, ...] = (CONFIRMED, FROM_LOG, SUSPECTED)
 CONFIDENCE_RANK = {CONFIRMED: 0, FROM_LOG: 1, SUSPECTED: 2}
 CONFIDENCE_WORDS = {CONFIRMED: "confirmed", FROM_LOG: "from the log", SUSPECTED: "suspected"}
 
@@ -40,17 +40,8 @@ def severity_for(severity: str, confidence: str) -> str:
     return {"error": "warning", "warning": "info"}.get(severity, severity)
 
 
-# Action types, their fields and what they do: the registry of spark_tui.remedy.actions.
-EVIDENCE_ITEMS: tuple[str, ...] = (
-    "log-tail",
-    "py-spy",
-    "readings",
-    "kernel-log-previous-boot",
-    "pstore",
-    "nvidia-bug-report",
-    "nccl-libraries",
-)
-PATCH_TARGETS: tuple[str, ...] = ("serve", "ray", "docker")
+# Action types, their fields and what they do: spark_tui.action_schemas (the floor under
+# the knowledge base and the remedy's registry, spark_tui.remedy.actions).
 
 
 @dataclass(frozen=True)
@@ -107,10 +98,8 @@ class Action:
         """Where it runs: the action's `on`, else its kind's default."""
         if "on" in self.params:
             return str(self.params["on"])
-        from spark_tui.remedy.actions import REGISTRY
-
-        kind = REGISTRY.get(self.type)
-        return kind.default_target if kind is not None else "seen"
+        schema = SCHEMAS.get(self.type)
+        return schema.default_target if schema is not None else "seen"
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,9 @@ from pathlib import Path
 
 from spark_tui.errors import InputError
 from spark_tui.nodes.cluster import NodeConfig
-from spark_tui.nodes.config import _MODELS_DIR, _USER
+from spark_tui.nodes.config import _HCA, _MODELS_DIR, _USER
 from spark_tui.nodes.discover import Candidate, Probe, Proposal
+from spark_tui.redact import secret_name
 from spark_tui.yamlfile import LDict, line_of, parse_yaml, read_text
 
 # KEY=VALUE; the value is taken as the rest of the line and stripped after the match (a
@@ -95,11 +96,14 @@ def read_eugr_env(text: str, file: str) -> ImportedCluster:
     hosts = [h.strip() for h in nodes_text.split(",") if h.strip()]
     if not hosts:
         raise InputError("CLUSTER_NODES names no node", file, nodes_line)
-    eth_if, eth_line = values.get("ETH_IF", ("", None))  # type: ignore[assignment]
+    eth_if, eth_line = values.get("ETH_IF", ("", None))
     if eth_if and not _IFNAME.fullmatch(eth_if):
         raise InputError(f"ETH_IF {eth_if!r} is not an interface name", file, eth_line)
     mesh = eth_if in MESH_MANAGEMENT_IFS or "CONTAINER_NCCL_IB_SUBNET_AWARE_ROUTING" in values
     local = values.get("LOCAL_IP", ("", 0))[0]
+    ib_if, ib_line = values.get("IB_IF", ("", None))
+    if ib_if and not _HCA.fullmatch(ib_if):
+        raise InputError(f"IB_IF {ib_if!r} is not a list of RDMA device names", file, ib_line)
     for i, host in enumerate(hosts):
         _check_host(host, file, nodes_line)
         fabric = None if mesh else _ip(host)
@@ -110,6 +114,7 @@ def read_eugr_env(text: str, file: str) -> ImportedCluster:
                 role="head" if i == 0 else "worker",
                 fabric_if=(eth_if or None) if not mesh else None,
                 fabric_ip=fabric,
+                fabric_hca=ib_if or None,  # launch-cluster.sh: NCCL_IB_HCA=$IB_IF on every node
             )
         )
     if local and local in hosts:
@@ -119,28 +124,38 @@ def read_eugr_env(text: str, file: str) -> ImportedCluster:
             f"mesh mode (ETH_IF={eth_if or '?'}): CLUSTER_NODES are management addresses; "
             "each node's fabric_if/fabric_ip are read over SSH, or set them by hand"
         )
-    if "IB_IF" in values:
-        out.notes.append(
-            f"IB_IF={values['IB_IF'][0]}: the RoCE devices NCCL uses; set NCCL_IB_HCA to them "
-            "in the recipe (ray.env or docker.env)"
-        )
     if "COPY_HOSTS" in values:
         out.notes.append(
             f"COPY_HOSTS={values['COPY_HOSTS'][0]}: where eugr copies images and models; "
             "spark-tui does not copy them"
         )
+    if "CONTAINER_NAME" in values:  # launch-cluster.sh's container name, not a variable
+        out.notes.append(
+            f"CONTAINER_NAME={values['CONTAINER_NAME'][0]}: the name eugr's launch-cluster.sh "
+            "gives its containers; spark-tui's launch of an eugr recipe names them vllm_node"
+        )
     container_env = [
-        f"{k[len('CONTAINER_') :]}={v}"
+        f"{name}=" + ("${" + name + "}" if secret_name(name) else v)
         for k, (v, _) in values.items()
-        if k.startswith("CONTAINER_")
+        if k.startswith("CONTAINER_") and k != "CONTAINER_NAME"
+        for name in [k[len("CONTAINER_") :]]
     ]
     if container_env:
         out.notes.append(
-            "container environment from the .env (add to the recipe's docker.env): "
+            "container environment from the .env (add to the recipe's docker.env; a secret "
+            "as a ${NAME} reference, its value in spark-tui's environment): "
             + " ".join(container_env)
         )
+    secrets = [k for k in values if secret_name(k) and not k.startswith("CONTAINER_")]
+    if secrets:
+        out.notes.append(
+            "secrets in the .env, not copied (set them in the environment spark-tui runs in): "
+            + ", ".join(f"{k}=${{{k}}}" for k in secrets)
+        )
     known = {"CLUSTER_NODES", "ETH_IF", "IB_IF", "LOCAL_IP", "COPY_HOSTS"}
-    other = [k for k in values if k not in known and not k.startswith("CONTAINER_")]
+    other = [
+        k for k in values if k not in known and not k.startswith("CONTAINER_") and k not in secrets
+    ]
     if other:
         out.notes.append("not used: " + ", ".join(other))
     return out
@@ -183,14 +198,35 @@ def read_sparkrun_cluster(data: LDict, file: str) -> ImportedCluster:
                 line_of(data, "cache_dir"),
             )
         out.models_dir = cache.strip()
-    name = data.get("name")
-    if name:
-        out.notes.append(f"sparkrun cluster {name!r}")
+    cluster_name = data.get("name")
+    if cluster_name:
+        out.notes.append(f"sparkrun cluster {cluster_name!r}")
     if data.get("topology"):
         out.notes.append(f"sparkrun topology: {data['topology']} (CX7 cabling)")
     for key in ("transfer_mode", "transfer_interface"):
         if data.get(key):
             out.notes.append(f"{key}: {data[key]} — how sparkrun copies models; not used")
+    fabric = data.get("fabric_interfaces")
+    if isinstance(fabric, list) and len(fabric) == 1 and _IFNAME.fullmatch(str(fabric[0])):
+        out.nodes = [replace(n, fabric_if=str(fabric[0])) for n in out.nodes]
+        out.notes.append(f"fabric_interfaces: [{fabric[0]}] — every node's fabric_if")
+    elif fabric:
+        out.notes.append(
+            f"fabric_interfaces: {fabric} — patterns, not one interface: each node's "
+            "fabric_if is read over SSH (or set it by hand)"
+        )
+    if data.get("mgmt_interface"):
+        out.notes.append(
+            f"mgmt_interface: {data['mgmt_interface']} — sparkrun's control interface; "
+            "spark-tui reaches each node at its host and runs NCCL/Gloo on fabric_if"
+        )
+    handled = {
+        "name", "hosts", "user", "cache_dir", "topology", "transfer_mode",
+        "transfer_interface", "fabric_interfaces", "mgmt_interface",
+    }  # fmt: skip
+    other = [str(k) for k, v in data.items() if k not in handled and v not in (None, "", [], {})]
+    if other:
+        out.notes.append("not used (no cluster.yaml field): " + ", ".join(other))
     return out
 
 
@@ -213,11 +249,18 @@ def import_proposal(imported: ImportedCluster, found: Proposal) -> Proposal:
         role = "head" if i == 0 else "worker"
         if node.host in reached:
             n, p = reached[node.host]
-            out.nodes.append((replace(n, role=role, user=n.user or node.user), p))  # type: ignore[arg-type]
+            found_node = replace(
+                n,
+                role=role,  # type: ignore[arg-type]  # head or worker, chosen above
+                user=n.user or node.user,
+                fabric_hca=n.fabric_hca or node.fabric_hca,
+                fabric_if=n.fabric_if or node.fabric_if,
+            )
+            out.nodes.append((found_node, p))
         else:
             p = missing.get(node.host) or Probe(
                 Candidate(node.host, f"from {imported.kind}", user=node.user),
                 reason="not probed (--no-probe)",
             )
-            out.nodes.append((replace(node, role=role), p))  # type: ignore[arg-type]
+            out.nodes.append((replace(node, role=role), p))  # type: ignore[arg-type]  # head or worker, chosen above
     return out

@@ -59,6 +59,16 @@ def find_cluster_config(cwd: Path | None = None) -> Path | None:
     return None
 
 
+def cluster_config_path(config: str | Path | None) -> Path | None:
+    """The one rule every command follows: the file named (--config; it must exist), else
+    ./cluster.yaml, else ~/.config/spark-tui/cluster.yaml, else None."""
+    if config is not None and str(config):
+        if not Path(config).exists():
+            raise InputError("no such cluster file", str(config))
+        return Path(config)
+    return find_cluster_config()
+
+
 def load_cluster(path: Path | None = None) -> ClusterConfig:
     """Load and validate a cluster.yaml (`path`, else the one find_cluster_config finds).
 
@@ -271,11 +281,11 @@ def _node(raw: LDict, index: int, count: int, err) -> NodeConfig | None:
     return NodeConfig(
         name=name,
         host=host,
-        role=role,  # type: ignore[arg-type]
+        role=role,  # type: ignore[arg-type]  # head or worker, checked above
         logs=logs or (),
         user=user,
         port=port,
         fabric_if=fabric_if,
-        fabric_ip=fabric_ip,  # type: ignore[arg-type]
+        fabric_ip=fabric_ip,
         fabric_hca=fabric_hca,
     )

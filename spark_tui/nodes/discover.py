@@ -107,12 +107,24 @@ class Probe:
 # ------------------------------------------------------------------ candidates
 
 
+MAX_SSH_FILE = 4 << 20  # an ssh_config or known_hosts of a few thousand hosts
+
+
+def _lines_of(path: Path) -> list[str]:
+    """The lines of an ssh_config or known_hosts (none when it is missing, not a regular
+    file, or larger than MAX_SSH_FILE: a FIFO there must not hang discover)."""
+    from spark_tui.safefile import read_capped
+
+    try:
+        return read_capped(path, MAX_SSH_FILE).decode("utf-8", "replace").splitlines()
+    except (OSError, ValueError):
+        return []
+
+
 def ssh_config_hosts(path: Path) -> list[Candidate]:
     """Host aliases of an ssh_config (patterns with *, ? or ! are not hosts)."""
-    if not path.is_file():
-        return []
     out: list[Candidate] = []
-    for line in path.read_text(errors="replace").splitlines():
+    for line in _lines_of(path):
         words = line.strip().split()
         if len(words) < 2 or words[0].lower() != "host":
             continue
@@ -124,10 +136,8 @@ def ssh_config_hosts(path: Path) -> list[Candidate]:
 
 def known_hosts_hosts(path: Path) -> list[Candidate]:
     """Hosts of a known_hosts file; hashed entries (|1|…) cannot be read back and are skipped."""
-    if not path.is_file():
-        return []
     out: list[Candidate] = []
-    for line in path.read_text(errors="replace").splitlines():
+    for line in _lines_of(path):
         line = line.strip()
         if not line or line.startswith(("#", "|", "@")):
             continue
@@ -207,13 +217,13 @@ def probe(
 ) -> Probe:
     """Check the host key (ask about an unknown one), then read the node over SSH once."""
     from spark_tui.nodes.ssh import (
-        SSHTransport,
         append_known_host,
         fetch_host_key,
         fingerprint_sha256,
         known_key,
         resolve_target,
     )
+    from spark_tui.nodes.transports import open_transport
 
     result = Probe(candidate)
     try:
@@ -260,7 +270,7 @@ def probe(
     else:
         result.key_status = "known"
     node = NodeConfig(candidate.host, candidate.host, user=candidate.user, port=candidate.port)
-    t = SSHTransport(
+    t = open_transport(
         node,
         ssh_config=ssh_config,
         known_hosts=known_hosts,
@@ -365,6 +375,8 @@ class Proposal:
                 lines.append(f"    fabric_if: {n.fabric_if}")
             if n.fabric_ip:
                 lines.append(f"    fabric_ip: {n.fabric_ip}")
+            if n.fabric_hca:
+                lines.append(f"    fabric_hca: {_yaml_text(n.fabric_hca)}")
             lines.append(f"    role: {n.role}" + ("   # this machine" if n.is_local else ""))
         return "\n".join(lines) + "\n"
 
@@ -379,6 +391,7 @@ class Proposal:
                     "role": n.role,
                     "fabric_if": n.fabric_if,
                     "fabric_ip": n.fabric_ip,
+                    "fabric_hca": n.fabric_hca,
                     "fabric_ports_up": p.fabric_ports_up,
                     "gpus": list(p.gpus),
                     "source": p.candidate.source,
@@ -535,7 +548,7 @@ def discover(
                 NodeConfig(
                     _unique_name(base, taken),
                     c.host,
-                    role,  # type: ignore[arg-type]
+                    role,  # type: ignore[arg-type]  # head or worker, chosen above
                     user=c.user,
                     port=c.port if c.source != "ssh-config" else None,
                     fabric_if=p.fabric_if,

@@ -13,6 +13,7 @@ only through spark_tui.shell (quoted).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -199,6 +200,7 @@ def run_doctor(
         add(_leftovers(n, s))
         add(_ports(n, s, ports or _ports_wanted(recipe_facts)))
         add(_sudo(n, transports[n.name], kb))
+        add(_host_kernel(n, transports[n.name], known_host_breakage()))
     add(_fabric_mtu(states))
     for n in cluster.workers:
         add(_fabric_ping(head, head_up, head_t, n, states[n.name]))
@@ -213,8 +215,9 @@ def run_doctor(
                 shell.fill(commands.IMAGE_ID, {"image": image}),
             )
         )
-    for path in model_paths:
-        add(_model_files(path, nodes, states, transports))
+    paths = list(model_paths)
+    if paths:  # the places one model may be: found in any of them
+        add(_model_files(paths, nodes, states, transports))
     report.checks.extend(_wall_checks(kb, states, clock.now(), recipe_facts))
     if fit_recipe is not None:
         report.checks.extend(_fit_checks(fit_recipe, cluster, states))
@@ -225,7 +228,7 @@ def _fit_checks(recipe: object, cluster: ClusterConfig, states: Mapping[str, Nod
     """`spark-tui recipes fit` as doctor checks, one per node the recipe uses."""
     from spark_tui.recipes.fit import fit_nodes
 
-    report = fit_nodes(recipe, cluster, states)  # type: ignore[arg-type]
+    report = fit_nodes(recipe, cluster, states)  # type: ignore[arg-type]  # the doctor's NodeState of each reachable node
     gib = 1 << 30
     out = []
     for n in report.nodes:
@@ -309,6 +312,54 @@ def _run(t: Transport, command: str, timeout: float = 20.0):
         return t.run(command, timeout=timeout)
     except NodeUnreachable:
         return None
+
+
+HOST_KERNELS = "host-kernels.yaml"  # in the knowledge base's data/ directory
+_RELEASE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+~-]{0,63}")
+
+
+def known_host_breakage() -> list[dict[str, object]]:
+    """The knowledge base's host kernels and drivers known to break NCCL over RoCE."""
+    from spark_tui import paths
+    from spark_tui.yamlfile import load_yaml
+
+    data = load_yaml(paths.builtin_knowledge_dir() / "data" / HOST_KERNELS)
+    return [e for e in data or [] if isinstance(e, dict)]
+
+
+def _host_kernel(n: NodeConfig, t: Transport, known: list[dict[str, object]]) -> Check:
+    """The node's kernel release and GPU driver against the known NCCL-over-RoCE breakers."""
+    r = _run(t, f"{commands.VERSIONS['kernel']}; {commands.VERSIONS['driver']}")
+    words = r.stdout.split() if r is not None else []
+    kernel = words[0] if words and _RELEASE.fullmatch(words[0]) else ""
+    driver = words[1] if len(words) > 1 and _RELEASE.fullmatch(words[1]) else ""
+    if not kernel:
+        return Check("host-kernel", n.name, SKIP, "uname -r gave no kernel release")
+    for e in known:
+        if e.get("kernel") and str(e["kernel"]) != kernel:
+            continue
+        if e.get("driver") and str(e["driver"]) != driver:
+            continue
+        if not (e.get("kernel") or e.get("driver")):
+            continue
+        refs = [str(x) for x in e.get("references") or []]  # type: ignore[attr-defined]  # the entry is a mapping read from YAML
+        what = f"kernel {kernel}" + (f", driver {e['driver']}" if e.get("driver") else "")
+        return Check(
+            "host-kernel",
+            n.name,
+            FAIL,
+            f"{what} breaks NCCL over RoCE ({e.get('breaks')}); {e.get('fix')}"
+            + (f" (works: {e['works']})" if e.get("works") else "")
+            + (f" — {refs[0]}" if refs else ""),
+        )
+    return Check(
+        "host-kernel",
+        n.name,
+        PASS,
+        f"kernel {kernel}"
+        + (f", driver {driver}" if driver else "")
+        + ": none known to break NCCL over RoCE",
+    )
 
 
 def _ssh_from_head(head: NodeConfig, head_up: bool, head_t: Transport, n: NodeConfig) -> Check:
@@ -433,7 +484,7 @@ def _ports(n: NodeConfig, s: NodeState, wanted: Mapping[int, str]) -> Check:
 def _sudo(n: NodeConfig, t: Transport, kb: list[Wall]) -> Check:
     """Does sudo -n allow every command spark-tui runs as root on this node (asked with
     `sudo -l`, nothing is run)? Else the sudoers rule that allows exactly them."""
-    from spark_tui.sudoers import root_commands, sudoers_hint
+    from spark_tui.remedy.sudoers import root_commands, sudoers_hint
 
     values = n.placeholder_values()
     wanted = [c for c in root_commands(kb, values) if not any(w.startswith("<") for w in c)]
@@ -484,37 +535,61 @@ def _same_everywhere(
     return Check(check_id, None, PASS, f"{what}: the same on {len(answers)} nodes")
 
 
+def model_size(
+    transport: Transport, node: NodeConfig, paths: Iterable[str]
+) -> tuple[int | None, str]:
+    """The bytes under the first of `paths` (a model's places, recipe_model_paths) that is
+    on the node, and that path; (None, "") when none is."""
+    for path in paths:
+        # ssh sessions start in $HOME, so '~/x' is 'x' there; locally expand it here
+        p = (
+            os.path.expanduser(path)
+            if node.is_local
+            else (path[2:] if path.startswith("~/") else path)
+        )
+        r = _run(transport, shell.fill(commands.MODEL_SIZE, {"path": p}), timeout=120)
+        first = r.stdout.split()[0] if r is not None and r.ok and r.stdout.split() else ""
+        if first.isdigit():
+            return int(first), path
+    return None, ""
+
+
 def _model_files(
-    path: str,
+    paths: list[str],
     nodes: list[NodeConfig],
     states: Mapping[str, NodeState],
     transports: Mapping[str, Transport],
 ) -> Check:
     sizes: dict[str, int | None] = {}
+    where: dict[str, str] = {}
     for n in nodes:
         if not states[n.name].reachable:
             continue
-        # ssh sessions start in $HOME, so '~/x' is 'x' there; locally expand it here
-        p = (
-            os.path.expanduser(path)
-            if n.is_local
-            else (path[2:] if path.startswith("~/") else path)
-        )
-        r = _run(transports[n.name], shell.fill(commands.MODEL_SIZE, {"path": p}), timeout=120)
-        first = r.stdout.split()[0] if r is not None and r.ok and r.stdout.split() else ""
-        sizes[n.name] = int(first) if first.isdigit() else None
+        sizes[n.name], where[n.name] = model_size(transports[n.name], n, paths)
+    shown = " or ".join(paths)
     missing = [n for n, v in sizes.items() if v is None]
     if missing:
-        return Check("model-files", None, FAIL, f"{path}: missing on {', '.join(missing)}")
+        return Check("model-files", None, FAIL, f"{shown}: missing on {', '.join(missing)}")
     if len(set(sizes.values())) > 1:
         detail = ", ".join(f"{n} {v:,} bytes" for n, v in sizes.items() if v is not None)
         return Check(
-            "model-files", None, FAIL, f"{path}: sizes differ ({detail}): a copy is incomplete"
+            "model-files", None, FAIL, f"{shown}: sizes differ ({detail}): a copy is incomplete"
         )
     if not sizes:
-        return Check("model-files", None, SKIP, f"{path}: no node reachable")
+        return Check("model-files", None, SKIP, f"{shown}: no node reachable")
     size = next(iter(sizes.values())) or 0
-    return Check("model-files", None, PASS, f"{path}: {size / (1 << 30):.1f} GiB on every node")
+    found = sorted(set(where.values()))
+    text = f"{', '.join(found)}: {size / (1 << 30):.1f} GiB on every node"
+    if len(paths) > 1 and paths[0] not in found:  # a plain copy, not the hub layout
+        return Check(
+            "model-files",
+            None,
+            WARN,
+            text + "; a plain directory: the serve command loads the Hugging Face id from the "
+            "hub layout, so set the recipe's model.path to that directory's path in the "
+            "container (/root/.cache/huggingface/…) or download it with huggingface-cli",
+        )
+    return Check("model-files", None, PASS, text)
 
 
 def recipe_model_paths(
@@ -524,15 +599,21 @@ def recipe_model_paths(
     command loads inside the container and the recipe's `HOST:CONTAINER` volumes
     (`{cluster.models_dir}` is cluster.yaml's models_dir).
 
-    A Hugging Face id is looked up in the container's HF cache
-    (/root/.cache/huggingface/hub/models--ORG--NAME). `$HOME/` becomes `~/`.
+    A Hugging Face id is looked up in the container's HF cache: the hub layout
+    `huggingface-cli download` writes (hub/models--ORG--NAME/snapshots/REV/), where the
+    engine loads it from, then a plain directory ORG/NAME there (`--local-dir`, a copy).
+    Both places are returned, the hub first. `$HOME/` becomes `~/`.
     """
-    volumes = [v.replace("{cluster.models_dir}", models_dir) for v in volumes]
-    inside = model_path
     if not model_path.startswith("/"):
         if model_path.count("/") != 1:
             return []
-        inside = "/root/.cache/huggingface/hub/models--" + model_path.replace("/", "--")
+        hub = "/root/.cache/huggingface/hub/models--" + model_path.replace("/", "--")
+        plain = "/root/.cache/huggingface/" + model_path
+        return [
+            p for inside in (hub, plain) for p in recipe_model_paths(inside, volumes, models_dir)
+        ]
+    volumes = [v.replace("{cluster.models_dir}", models_dir) for v in volumes]
+    inside = model_path
     best: tuple[int, str] | None = None
     for volume in volumes:
         parts = volume.split(":")
@@ -544,7 +625,7 @@ def recipe_model_paths(
         ):
             best = (len(container), host + inside[len(container) :])
     if best is None:
-        return [inside] if model_path.startswith("/") else []
+        return [inside]
     host_path = best[1]
     for home in ("$HOME/", "${HOME}/"):
         if host_path.startswith(home):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import signal
 import subprocess
@@ -34,11 +35,11 @@ class _ProcessLines(LineStream):
 
     def __iter__(self) -> Iterator[str]:
         out = self._proc.stdout
-        assert out is not None
+        assert isinstance(out, io.BufferedReader)  # bufsize -1: a buffered pipe (read1)
         lines = LineSplitter()
         while not self._closed.is_set():
             try:
-                data = out.read1(1 << 16)
+                data = os.read(out.fileno(), 1 << 16)
             except (OSError, ValueError):  # closed under us
                 break
             if not data:

@@ -23,6 +23,7 @@ from spark_tui.facts import GIB
 from spark_tui.kb.conditions import HoldTracker
 from spark_tui.kb.diagnosis import Diagnosis, DiagnosisBook
 from spark_tui.kb.schema import CONFIRMED, ReadingRule, Wall
+from spark_tui.kb.source import Source
 from spark_tui.nodes.state import NodeState
 
 CLUSTER = "cluster"
@@ -30,9 +31,11 @@ RECIPE = "recipe"
 RESOLVE_AFTER_S = 10.0  # clock seconds a raised wall must stay clear before it is resolved
 
 
-def source_of(subject: str) -> str:
-    """The DiagnosisBook source for a subject: 'spark1:readings', 'cluster:readings', 'recipe:checks'."""
-    return "recipe:checks" if subject == RECIPE else f"{subject}:readings"
+def source_of(subject: str) -> Source:
+    """The DiagnosisBook source for a subject: a node's readings, the cluster's, the recipe's."""
+    if subject == RECIPE:
+        return Source.recipe()
+    return Source.readings(None if subject == CLUSTER else subject)
 
 
 def cluster_facts(states: Mapping[str, NodeState]) -> dict[str, object]:

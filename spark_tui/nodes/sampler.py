@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 from collections.abc import Callable
+from typing import TypeVar
 
 from spark_tui import shell
 from spark_tui.clock import Clock
@@ -34,7 +35,7 @@ from spark_tui.nodes.parsers.meminfo import parse_meminfo
 from spark_tui.nodes.parsers.metrics import parse_metrics
 from spark_tui.nodes.parsers.processes import parse_processes
 from spark_tui.nodes.parsers.ray import parse_ray_status
-from spark_tui.nodes.state import Interface, NodeState
+from spark_tui.nodes.state import EngineMetrics, Interface, NodeState
 from spark_tui.nodes.transport import NodeUnreachable, Transport
 
 ROUND_TIMEOUT_S = 20.0
@@ -55,6 +56,8 @@ _TOOLS = {
     "procs": "ps",
 }
 SLOW_READINGS = ("ray", "roce", "nvrm", "ports", "speeds")
+
+T = TypeVar("T")
 
 
 def sample(
@@ -100,7 +103,7 @@ def sample(
             "listening_ports": previous.listening_ports,
             "roce_up": previous.roce_up,
         }
-        state = dataclasses.replace(state, **carried)  # type: ignore[arg-type]
+        state = dataclasses.replace(state, **carried)  # type: ignore[arg-type]  # NodeState fields of the previous round, each its own type
         if previous.interfaces and state.interfaces:
             old = {i.name: i for i in previous.interfaces}
             state.interfaces = tuple(
@@ -180,20 +183,20 @@ def read_sections(
             return None
         return text
 
-    def parsed(name: str, value: object) -> object | None:
+    def parsed(name: str, value: T | Unparseable) -> T | None:
         if isinstance(value, Unparseable):
             notes[name] = f"unparseable: {value.reason}"
             return None
         return value
 
     if (text := section("meminfo")) is not None:
-        state.memory = parsed("meminfo", parse_meminfo(text))  # type: ignore[assignment]
+        state.memory = parsed("meminfo", parse_meminfo(text))
     if (text := section("gpu")) is not None:
-        state.gpus = parsed("gpu", parse_gpu_query(text)) or ()  # type: ignore[assignment]
+        state.gpus = parsed("gpu", parse_gpu_query(text)) or ()
     if (text := section("gpu-apps")) is not None:
-        state.gpu_processes = parsed("gpu-apps", parse_compute_apps(text)) or ()  # type: ignore[assignment]
+        state.gpu_processes = parsed("gpu-apps", parse_compute_apps(text)) or ()
     if (text := section("containers")) is not None:
-        state.containers = parsed("containers", parse_docker_ps(text)) or ()  # type: ignore[assignment]
+        state.containers = parsed("containers", parse_docker_ps(text)) or ()
     if "containers" in notes:
         notes.setdefault("ray", notes["containers"])
     if "drm-override" in outputs:
@@ -223,7 +226,7 @@ def read_sections(
     if (text := section("boot")) is not None:
         boot = parsed("boot", parse_boot(text))
         if boot:
-            state.boot_id, state.uptime_s = boot  # type: ignore[misc]
+            state.boot_id, state.uptime_s = boot
     if (text := section("procs")) is not None:
         procs = parse_processes(text)
         state.ray_head, state.ray_member, state.engine = (
@@ -240,7 +243,7 @@ def read_sections(
     if (text := section("nvrm")) is not None:
         state.nvrm_lines = parse_nvrm(text)
     if (text := section("ports")) is not None:
-        state.listening_ports = parsed("ports", parse_listening_ports(text)) or ()  # type: ignore[assignment]
+        state.listening_ports = parsed("ports", parse_listening_ports(text)) or ()
     state.interfaces = _interfaces(section, parsed)
     if "roce" in outputs and "roce" not in notes:
         state.roce_up = parse_roce_up(outputs["roce"][1])
@@ -313,7 +316,7 @@ def fabric_address(state: NodeState, node: NodeConfig) -> str | None:
     return None
 
 
-def _token_history(state: NodeState, previous: NodeState | None) -> object:
+def _token_history(state: NodeState, previous: NodeState | None) -> EngineMetrics | None:
     """The round's /metrics with the time the token counter last moved: now when it changed
     (or on the first reading), else carried over from the previous round."""
     em = state.metrics
@@ -325,7 +328,8 @@ def _token_history(state: NodeState, previous: NodeState | None) -> object:
         or before.generation_tokens_total != em.generation_tokens_total
         or before.tokens_moved_at is None
     )
-    return dataclasses.replace(em, tokens_moved_at=state.time if moved else before.tokens_moved_at)
+    moved_at = state.time if moved or before is None else before.tokens_moved_at
+    return dataclasses.replace(em, tokens_moved_at=moved_at)
 
 
 class Sampler:

@@ -63,7 +63,7 @@ class SudoPasswordRequired(SparkTuiError):
     def __init__(self, node: str, command: str) -> None:
         self.node = node
         self.command = command
-        from spark_tui.sudoers import sudoers_hint
+        from spark_tui.remedy.sudoers import sudoers_hint
 
         super().__init__(
             f"{node}: sudo needs a password for this command, and spark-tui never types one.\n"
@@ -270,7 +270,7 @@ def _open_socket(target: SSHTarget, timeout: float, jumps: list[paramiko.SSHClie
         jt = SSHTarget(**{**jt.__dict__, "proxy_jump": (), "known_hosts": target.known_hosts})
         client = _client_for(jt)
         sock = (
-            via.get_transport().open_channel(  # type: ignore[union-attr]
+            via.get_transport().open_channel(
                 "direct-tcpip", (jt.hostname, jt.port), ("127.0.0.1", 0), timeout=timeout
             )
             if via is not None
@@ -280,7 +280,7 @@ def _open_socket(target: SSHTarget, timeout: float, jumps: list[paramiko.SSHClie
         jumps.append(client)
         via = client
     assert via is not None
-    return via.get_transport().open_channel(  # type: ignore[union-attr]
+    return via.get_transport().open_channel(
         "direct-tcpip", (target.hostname, target.port), ("127.0.0.1", 0), timeout=timeout
     )
 
@@ -420,7 +420,7 @@ def _kill(chan: paramiko.Channel) -> None:
             m.add_string("signal")
             m.add_boolean(False)
             m.add_string("KILL")
-            chan.transport._send_user_message(m)  # type: ignore[union-attr]
+            chan.transport._send_user_message(m)
     with contextlib.suppress(Exception):
         chan.close()
 

@@ -19,7 +19,7 @@ def open_transport(node: NodeConfig, **ssh_options: object) -> Transport:
         return LocalTransport(name=node.name)
     from spark_tui.nodes.ssh import SSHTransport
 
-    return SSHTransport(node, **ssh_options)  # type: ignore[arg-type]
+    return SSHTransport(node, **ssh_options)  # type: ignore[arg-type]  # SSHTransport's own keyword options, passed through
 
 
 def open_transports(cluster: ClusterConfig) -> dict[str, Transport]:

@@ -8,11 +8,8 @@ plan says so in its header).
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from spark_tui.errors import InputError
 from spark_tui.nodes.cluster import ClusterConfig, NodeConfig
-from spark_tui.nodes.config import find_cluster_config, load_cluster
+from spark_tui.nodes.config import cluster_config_path, load_cluster
 
 SIM_FABRIC_IF = "enp1s0f0np0"
 
@@ -33,10 +30,6 @@ def simulated_cluster(n: int = 2) -> ClusterConfig:
 
 
 def find_cluster(config: str | None, simulated_nodes: int = 2) -> ClusterConfig:
-    """--config FILE, else ./cluster.yaml, else the user's, else a simulated cluster."""
-    if config:
-        if not Path(config).exists():
-            raise InputError("no such cluster file", config)
-        return load_cluster(Path(config))
-    found = find_cluster_config()
+    """The cluster.yaml every command finds (cluster_config_path), else a simulated cluster."""
+    found = cluster_config_path(config)
     return load_cluster(found) if found else simulated_cluster(simulated_nodes)

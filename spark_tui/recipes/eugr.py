@@ -406,3 +406,32 @@ def parse_eugr(data: Any, file: str) -> Recipe:
         unmapped=tuple(notes),
         mods=tuple(mods),
     )
+
+
+def adopted_recipe(
+    words: list[str], model: str | None, image: str | None, rid: str, node: str
+) -> Recipe:
+    """A running engine's command line (`recipes adopt`) read as an eugr recipe would be, with
+    the executor it runs under kept: `--distributed-executor-backend ray` stays a Ray launch,
+    a no-Ray one (`--nnodes …`, eugr's default) stays no-Ray; the per-node flags it was
+    started with are written per node again."""
+    import shlex
+    from dataclasses import replace
+
+    data = {
+        "recipe_version": "1",
+        "name": f"adopted from what runs on {node}",
+        "model": model,
+        "container": image or "unknown-image",
+        "command": shlex.join(words),
+    }
+    recipe = parse_eugr(data, f"{rid}.yaml")
+    backend = ""
+    for i, w in enumerate(words):
+        name, eq, value = w.partition("=")
+        if name == "--distributed-executor-backend":
+            backend = value if eq else (words[i + 1] if i + 1 < len(words) else "")
+    if backend == "ray" and recipe.executor != "ray" and "ray" in recipe.profiles:
+        others = {k: p for k, p in recipe.profiles.items() if k != "ray"}
+        recipe = replace(recipe.with_profile("ray"), profile=None, profiles=others)
+    return recipe

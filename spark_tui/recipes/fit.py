@@ -122,10 +122,20 @@ class FitReport:
     cluster_wall: str | None = None  # a wall raised by the nodes together (SGLang balance)
     largest_fraction: float | None = None
     largest_context: int | None = None
+    weights_bytes: int | None = None  # the whole checkpoint; None: its size is unknown
+    weights_source: str = ""  # the recipe's checkpoint_bytes, or where it was measured
+
+    @property
+    def verdict(self) -> str:
+        """fits | does not fit | unknown (nothing failed, but the weights' size is unknown,
+        so nothing can say they fit)."""
+        if not self.nodes or self.cluster_wall or not all(n.fits for n in self.nodes):
+            return "does not fit"
+        return "fits" if self.weights_bytes is not None else "unknown"
 
     @property
     def fits(self) -> bool:
-        return bool(self.nodes) and all(n.fits for n in self.nodes) and not self.cluster_wall
+        return self.verdict == "fits"
 
     def to_json(self) -> dict[str, object]:
         r = self.recipe
@@ -137,6 +147,9 @@ class FitReport:
             "cluster": self.cluster.source,
             "simulated": self.cluster.simulated,
             "fits": self.fits,
+            "verdict": self.verdict,
+            "weights_bytes": self.weights_bytes,
+            "weights_source": self.weights_source,
             "fraction_flag": self.fraction_flag,
             "fraction": self.fraction,
             "context": self.context,
@@ -168,9 +181,24 @@ class FitReport:
                 f"{_gib(n.kv_cache_need_bytes):>8} {_gib(n.overhead_bytes):>8} "
                 f"{_gib(n.object_store_bytes):>8} {_gib(n.other_processes_bytes):>8} "
                 f"{_gib(n.available_bytes):>8}  "
-                + ("fits" if n.fits else "DOES NOT FIT" + (f" → {n.wall}" if n.wall else ""))
+                + (
+                    ("fits" if self.weights_bytes is not None else "unknown")
+                    if n.fits
+                    else "DOES NOT FIT" + (f" → {n.wall}" if n.wall else "")
+                )
             )
-        lines += ["", "(GiB) " + ("FITS" if self.fits else "DOES NOT FIT")]
+        verdict = {"fits": "FITS", "does not fit": "DOES NOT FIT"}.get(self.verdict)
+        lines += [
+            "",
+            "(GiB) "
+            + (
+                verdict
+                or "UNKNOWN: the weights' size is unknown (no model.checkpoint_bytes in the "
+                "recipe, and the model was not found on the head node to measure)"
+            ),
+        ]
+        if self.weights_source:
+            lines.append(f"- weights: {_gib(self.weights_bytes)} GiB ({self.weights_source})")
         lines += [f"- {a}" for a in self.advice]
         return "\n".join(lines) + "\n"
 
@@ -256,14 +284,22 @@ def fit_nodes(
     recipe: Recipe,
     cluster: ClusterConfig,
     states: Mapping[str, NodeState],
+    measured: tuple[int, str] | None = None,
 ) -> FitReport:
-    """The estimate for every node the recipe uses (head first), from their readings."""
+    """The estimate for every node the recipe uses (head first), from their readings.
+    `measured`: the checkpoint's bytes and where they were measured, when the recipe has no
+    checkpoint_bytes (without either, the verdict is `unknown`, never `fits`)."""
     nodes: list[NodeConfig] = [cluster.head, *cluster.workers][: recipe.nodes]
     flag, frac = fraction_of(recipe)
     context, context_source = context_of(recipe)
     per_token = kv_bytes_per_token(recipe)
     ranks = (recipe.tp or 1) * (recipe.pp or 1)
-    weights = recipe.model.checkpoint_bytes // ranks if recipe.model.checkpoint_bytes else None
+    total, source = recipe.model.checkpoint_bytes, "the recipe's model.checkpoint_bytes"
+    if total is None and measured is not None:
+        total, source = measured
+    if total is None:
+        source = ""
+    weights = total // ranks if total else None
     need = per_token * context if per_token and context else None
     seqs = _number(recipe, "--max-num-seqs") or (
         VLLM_DEFAULT_MAX_NUM_SEQS if recipe.engine == "vllm" else None
@@ -329,6 +365,8 @@ def fit_nodes(
         cluster_wall=cluster_wall,
         largest_fraction=largest_fraction,
         largest_context=largest_context,
+        weights_bytes=total,
+        weights_source=source,
     )
 
 
@@ -357,7 +395,7 @@ def _fit_node(
     if state is None or not state.reachable or state.memory is None:
         why = (state.unavailable.get("node") or state.unavailable.get("meminfo")) if state else None
         return NodeFit(
-            **base,  # type: ignore[arg-type]
+            **base,  # type: ignore[arg-type]  # base: NodeFit's shared fields, each typed where computed
             fits=False,
             kv_cache_bytes=None,
             object_store_bytes=0,
@@ -376,7 +414,30 @@ def _fit_node(
     budget = int(frac * device)
     wall: str | None = None
     reason = ""
-    if recipe.engine == "vllm":
+    fixed_kv = _number(recipe, "--kv-cache-memory-bytes") if recipe.engine == "vllm" else None
+    if fixed_kv is not None:
+        # vLLM's CacheConfig: kv_cache_memory_bytes "ignores gpu_memory_utilization", and the
+        # worker's free-memory check at start runs only when it is None (v1/worker/*_worker.py)
+        kv = int(fixed_kv)
+        budget = (weights or 0) + overhead + kv
+        hold = budget + store
+        if hold > available:
+            wall, reason = (
+                "nvrm-oom",
+                (
+                    f"the weights, runtime and --kv-cache-memory-bytes ({_gib(kv)} GiB) + "
+                    f"{_gib(store)} GiB Ray object store = {_gib(hold)} GiB > "
+                    f"{_gib(available)} GiB available"
+                ),
+            )
+        elif need is not None and kv < need:
+            reason = (
+                f"--kv-cache-memory-bytes gives {_gib(kv)} GiB for KV; one sequence of the "
+                f"context needs {_gib(need)} GiB (vLLM refuses to start)"
+            )
+        largest = _floor2(min(0.99, (available - store) / device)) if device else None
+        kv_bytes = kv
+    elif recipe.engine == "vllm":
         kv = budget - (weights or 0) - overhead  # what the utilization leaves for KV
         hold = budget + store
         if weights is not None and weights + overhead > budget:
@@ -456,7 +517,7 @@ def _fit_node(
         if room <= 0:
             largest = None
     return NodeFit(
-        **base,  # type: ignore[arg-type]
+        **base,  # type: ignore[arg-type]  # base: NodeFit's shared fields, each typed where computed
         fits=fits,
         kv_cache_bytes=int(kv_bytes),
         object_store_bytes=store,

@@ -78,5 +78,5 @@ def write_imported(source: Path, target_dir: Path, force: bool = False) -> tuple
             backup = out.with_name(f"{out.name}.{_stamp()}.bak")
             out.rename(backup)
             note = f"; the file it replaces is kept as {backup.name}"
-    write_atomic(out, text, mode=0o644)  # a fresh temporary file: no planted symlink
+    write_atomic(out, text, mode=0o644, own=False)  # a fresh temporary file: no planted symlink
     return out, recipe, note

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,7 +24,9 @@ from spark_tui.recipes.model import (
     ENGINES,
     EXECUTORS,
     LEGACY_STATUSES,
+    PP_FLAGS,
     STATUSES,
+    TP_FLAGS,
     Measured,
     ModelSpec,
     Profile,
@@ -33,6 +36,7 @@ from spark_tui.recipes.model import (
     SmokeSpec,
     Source,
     Workaround,
+    parallel_size,
 )
 from spark_tui.yamlfile import is_dir, line_of, load_id_files, load_yaml, parse_yaml
 
@@ -91,7 +95,7 @@ class _Collector:
         self.errors.append(InputError(message, self.file, line))
 
     def mapping(
-        self, data: Any, where: str, allowed: set[str], required: set[str] = frozenset()
+        self, data: Any, where: str, allowed: set[str], required: AbstractSet[str] = frozenset()
     ) -> dict:
         if data is None:
             data = {}
@@ -384,7 +388,9 @@ def parse_recipe(data: Any, file: str) -> Recipe:
         port=port,
         startup_timeout_s=c.number(s, "startup_timeout_s", "serve") or 3600.0,
     )
-    if executor == "mp" and not serve.node_args and nodes > 1:
+    world = (parallel_size(serve.args, TP_FLAGS) or 1) * (parallel_size(serve.args, PP_FLAGS) or 1)
+    if executor == "mp" and not serve.node_args and nodes > 1 and world >= nodes:
+        # (a tensor × pipeline parallel size below the node count: one engine per node)
         c.err("a multi-node mp recipe needs serve.node_args (--nnodes, --node-rank, …)", s)
 
     sm = c.mapping(top.get("smoke"), "smoke", {"prompt", "max_tokens", "path", "timeout_s"})

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -160,6 +161,22 @@ class Workaround:
     detail: str = ""
 
 
+TP_FLAGS = ("--tensor-parallel-size", "--tp-size", "--tp", "-tp")
+PP_FLAGS = ("--pipeline-parallel-size", "--pp-size", "-pp")
+
+
+def parallel_size(args: Mapping[str, ArgValue], flags: tuple[str, ...]) -> int | None:
+    """The value of the first of `flags` the serve arguments give, as a number (None: none)."""
+    for flag in flags:
+        value = args.get(flag)
+        if value is not None and value is not True:  # 1 == True: not `in`
+            try:
+                return int(value)
+            except (TypeError, ValueError):
+                return None
+    return None
+
+
 @dataclass(frozen=True)
 class Recipe:
     """One launch recipe. Immutable: patches make new revisions (recipes.revisions)."""
@@ -223,30 +240,16 @@ class Recipe:
     @property
     def served_name(self) -> str:
         name = self.serve.args.get("--served-model-name")
-        return str(name) if name not in (None, True) else self.model.path
+        return str(name) if name is not None and name is not True else self.model.path
 
     @property
     def tp(self) -> int | None:
-        for flag in ("--tensor-parallel-size", "--tp-size", "--tp", "-tp"):
-            value = self.serve.args.get(flag)
-            if value not in (None, True):
-                try:
-                    return int(value)
-                except (TypeError, ValueError):
-                    return None
-        return None
+        return parallel_size(self.serve.args, TP_FLAGS)
 
     @property
     def pp(self) -> int | None:
         """Pipeline-parallel size (vLLM --pipeline-parallel-size, SGLang --pp-size)."""
-        for flag in ("--pipeline-parallel-size", "--pp-size", "-pp"):
-            value = self.serve.args.get(flag)
-            if value not in (None, True):
-                try:
-                    return int(value)
-                except (TypeError, ValueError):
-                    return None
-        return None
+        return parallel_size(self.serve.args, PP_FLAGS)
 
     @property
     def cuda_graphs(self) -> bool:

@@ -54,10 +54,13 @@ def apply_set(recipe: Recipe, item: str) -> Recipe:
             raise InputError(f"--set {item!r}: drop_caches is true or false")
         return replace(recipe, drop_caches=value == "true")
     if key in ("containers.head", "containers.worker"):
-        field = "head_container" if key.endswith("head") else "worker_container"
-        return replace(recipe, **{field: value})
-    if key in ("serve.log", "serve.ready_line"):
-        return replace(recipe, serve=replace(recipe.serve, **{key.split(".")[1]: value}))
+        if key.endswith("head"):
+            return replace(recipe, head_container=value)
+        return replace(recipe, worker_container=value)
+    if key == "serve.log":
+        return replace(recipe, serve=replace(recipe.serve, log=value))
+    if key == "serve.ready_line":
+        return replace(recipe, serve=replace(recipe.serve, ready_line=value))
     if key == "serve.port":
         if not value.isdigit():
             raise InputError(f"--set {item!r}: a port is a number")

@@ -329,7 +329,7 @@ class RevisionStore:
         policy.refuse_if_read_only(f"change recipe {base.id}")
         with self._locked(base.id):
             current = self.current(base.id) or base
-            after = apply_patch(current, **patch)  # type: ignore[arg-type]
+            after = apply_patch(current, **patch)  # type: ignore[arg-type]  # a patch-recipe's params, checked by its action schema
             if current.revision != base.revision:
                 note += f" (rebased on revision {current.revision})"
             rev = self._commit(current, after, note)
@@ -367,7 +367,8 @@ class RevisionStore:
             if n is None or n == 0:
                 raise InputError(f"recipe {recipe_id!r} has no patch to undo")
             meta = {r.number: r for r in self.revisions(recipe_id)}
-            back = meta[n].base if n in meta and meta[n].base is not None else n - 1
+            base = meta[n].base if n in meta else None
+            back = base if base is not None else n - 1
             _write_atomic(self._dir(recipe_id) / "current", str(back))
         return self.load(recipe_id, back)
 
@@ -380,3 +381,70 @@ class RevisionStore:
         d = self._dir(recipe.id)
         if d.is_dir():
             _write_atomic(d / "launched", str(recipe.revision))
+
+
+@dataclass(frozen=True)
+class Served:
+    """A launch that served: the whole recipe it ran (image included), when, its tok/s."""
+
+    recipe: Recipe
+    time: float
+    revision: int
+    image: str
+    tok_s: float | None
+
+
+SERVED = "served.jsonl"
+
+
+def _served_path(store: RevisionStore, recipe_id: str) -> Path:
+    return store._dir(recipe_id) / SERVED
+
+
+def mark_served(store: RevisionStore, recipe: Recipe, tok_s: float | None = None) -> None:
+    """Record that `recipe` (the revision and image launched) served: a smoke request answered.
+    Every record keeps the whole recipe, so a rollback can return to it whatever changed."""
+    d = store._dir(recipe.id)
+    d.mkdir(parents=True, exist_ok=True)
+    record = {
+        "time": time.time(),
+        "revision": recipe.revision,
+        "image": recipe.image or "",
+        "tok_s": tok_s,
+        "recipe": recipe_to_yaml(recipe),
+    }
+    path = _served_path(store, recipe.id)
+    with store._locked(recipe.id):
+        old = _read_or_empty(path)
+        _write_atomic(path, old + json.dumps(record) + "\n")
+
+
+def last_served(store: RevisionStore, recipe_id: str) -> Served | None:
+    """The newest launch of this recipe that served (None: none did)."""
+    from spark_tui.recipes.loader import parse_recipe_text
+
+    path = _served_path(store, recipe_id)
+    for line in reversed(_read_or_empty(path).splitlines()):
+        try:
+            rec = json.loads(line)
+            recipe = parse_recipe_text(str(rec["recipe"]), str(path))
+        except (ValueError, KeyError, TypeError, InputError):
+            continue  # a line spark-tui did not write whole: the one before it
+        tok = rec.get("tok_s")
+        return Served(
+            replace(recipe, revision=int(rec.get("revision") or 0)),
+            float(rec.get("time") or 0.0),
+            int(rec.get("revision") or 0),
+            str(rec.get("image") or ""),
+            float(tok) if isinstance(tok, (int, float)) else None,
+        )
+    return None
+
+
+def rollback(store: RevisionStore, current: Recipe, served: Served) -> Recipe:
+    """A new revision holding the recipe that last served (image included); every revision
+    stays on disk. Returns the recipe now in use."""
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(served.time))
+    note = f"rollback to what served at {when} (revision {served.revision}, image {served.image})"
+    rev = store.commit(current, served.recipe, note)
+    return store.load(current.id, rev.number)

@@ -16,15 +16,12 @@ from spark_tui.engine_command import ParsedCommand, command_words, parse_command
 from spark_tui.errors import InputError, InputErrors
 from spark_tui.recipes import sparkrun_keys
 from spark_tui.recipes.community import (
-    EUGR,
-    EUGR_URL,
     NODE_FLAGS,
     READY_LINES,
     SPARKRUN,
     SPARKRUN_INIT_PORT,
     _line,
     fill_placeholders,
-    flavour,
 )
 from spark_tui.recipes.model import (
     ModelSpec,
@@ -41,13 +38,14 @@ SGLANG_FLAG_MAP = sparkrun_keys.flag_map("sglang")
 
 
 def parse_sparkrun(data: Any, file: str) -> Recipe:
-    """An eugr or sparkrun recipe as a spark-tui Recipe (status untested); its id is the
-    file name. Raises InputErrors for what makes it unusable, every error with its line."""
+    """A sparkrun recipe as a spark-tui Recipe (status untested); its id is the file name.
+    Raises InputErrors for what makes it unusable, every error with its line. (eugr's files
+    are read by spark_tui.recipes.eugr, as eugr's own launcher reads them.)"""
     from pathlib import Path
 
     from spark_tui.recipes.loader import ENV_NAME, ID, IMAGE
 
-    kind = flavour(data)
+    kind = SPARKRUN
     errors: list[InputError] = []
     notes: list[Unmapped] = []
 
@@ -63,7 +61,7 @@ def parse_sparkrun(data: Any, file: str) -> Recipe:
             f"the file name {rid!r} is the recipe's id: use lower-case letters, digits, "
             "'.', '_' and '-' (rename the file)"
         )
-    launcher = "eugr/spark-vllm-docker" if kind == EUGR else "sparkrun"
+    launcher = "sparkrun"
     defaults = data.get("defaults") or {}
     if not isinstance(defaults, dict):
         err("defaults must be a mapping", "defaults")
@@ -91,7 +89,7 @@ def parse_sparkrun(data: Any, file: str) -> Recipe:
     parsed = ParsedCommand()
     cmd_line = _line(data, "command")
     if command_text:
-        filled, missing = fill_placeholders(command_text, values, format_escapes=kind == EUGR)
+        filled, missing = fill_placeholders(command_text, values, format_escapes=False)
         if missing:
             err(
                 "command: no value for "
@@ -183,8 +181,8 @@ def parse_sparkrun(data: Any, file: str) -> Recipe:
                 "--distributed-executor-backend ray on one node: left out (as eugr's --solo does)",
                 cmd_line,
             )
-    elif backend == "ray" or runtime in ("vllm-ray", "eugr-vllm") or kind == EUGR:
-        executor = "ray"  # eugr's launch-cluster.sh runs every multi-node recipe on Ray
+    elif backend == "ray" or runtime in ("vllm-ray", "eugr-vllm"):
+        executor = "ray"
         args["--distributed-executor-backend"] = "ray"
     else:
         executor = "mp"  # sparkrun's vllm-distributed: vLLM's own multi-node launch
@@ -253,12 +251,8 @@ def parse_sparkrun(data: Any, file: str) -> Recipe:
             )
         env[name] = text
     serve_env: dict[str, str] = {}
-    docker_env: dict[str, str] = {}
-    if kind == EUGR:
-        serve_env = env  # run-recipe.py exports them before the command, in the head container
-    else:
-        # sparkrun: its always-set env, then the recipe's, in every container
-        docker_env = {**sparkrun_keys.always_env(engine, nodes), **env}
+    # sparkrun: its always-set env, then the recipe's, in every container
+    docker_env: dict[str, str] = {**sparkrun_keys.always_env(engine, nodes), **env}
     ray = RaySpec()
     fabric = {
         "NCCL_SOCKET_IFNAME": "{node.fabric_if}",
@@ -303,12 +297,6 @@ def parse_sparkrun(data: Any, file: str) -> Recipe:
         if pulled != image:
             image_note = f"sparkrun's eugr builder runs {pulled} for {image}"
             image = pulled
-    if kind == EUGR and image and "/" not in image:
-        image_note = (
-            f"{image} is built locally by eugr/spark-vllm-docker's build-and-copy.sh"
-            + (f" ({' '.join(map(str, data['build_args']))})" if data.get("build_args") else "")
-            + f", {EUGR_URL}; build it on every node, or --set image=NAME"
-        )
     docker_args: dict[str, Any] = {"--privileged": True}  # both launchers run privileged
     execfg = data.get("executor_config") or {}
     if isinstance(execfg, dict):
@@ -384,7 +372,7 @@ def parse_sparkrun(data: Any, file: str) -> Recipe:
             ("head_dim", "head_dim"),
         ):
             if as_int(meta.get(src)) is not None:
-                cfg[dst] = as_int(meta.get(src))  # type: ignore[assignment]
+                cfg[dst] = as_int(meta.get(src))  # type: ignore[assignment]  # not None: checked on the line above
     description = str(
         data.get("description") or (meta.get("description") if isinstance(meta, dict) else "") or ""
     )

@@ -159,6 +159,7 @@ class BringUp:
                 self.journal,
                 self.run_id,
                 "bring-up",
+                matcher=self.env.matcher,
                 stop=self.env.stop,
             )
             r = runner.run_step(self.plan.steps[unit.step_index or 0])
@@ -176,6 +177,10 @@ class BringUp:
         self.save()
         if self.state.status == "done":
             self.env.revisions.mark_launched(self.recipe)
+            if any(s.kind == "smoke" for s in self.plan.steps):
+                from spark_tui.recipes.revisions import mark_served
+
+                mark_served(self.env.revisions, self.recipe, self.state.tok_s)
         return unit
 
     def _first_of_launch(self, units: list[Unit]) -> bool:

@@ -32,6 +32,7 @@ from spark_tui.nodes.transport import NodeUnreachable, Transport
 from spark_tui.recipes.model import Recipe
 from spark_tui.recipes.render import stamp_now
 from spark_tui.remedy.render import evidence_command
+from spark_tui.safefile import write_atomic
 
 READINGS_WINDOW_S = 600.0
 EVIDENCE_TIMEOUT_S = 120.0
@@ -94,8 +95,11 @@ def collect_evidence(
     run_id: str | None = None,
     reason: str = "",
     readings: ReadingsSource | None = None,
+    containers: Mapping[str, str] | None = None,
 ) -> EvidenceResult:
-    """Run each item's read-only command on each node; one file per node and item."""
+    """Run each item's read-only command on each node; one file per node and item.
+    `containers`: node -> the serving container found running there (used without a recipe:
+    a deployment spark-tui attached to)."""
     stamp = stamp_now()
     run_id = run_id or f"evidence-{stamp}"
     directory = root / run_id
@@ -115,7 +119,7 @@ def collect_evidence(
                 body += _readings_text(rows) or "(no readings yet)"
             else:
                 role = (roles or {}).get(node, "head")
-                command = evidence_command(item, recipe, stamp, role)
+                command = evidence_command(item, recipe, stamp, role, (containers or {}).get(node))
                 transport = transports.get(node)
                 if transport is None:
                     result.failures[f"{node} {item}"] = "no connection"
@@ -133,7 +137,7 @@ def collect_evidence(
                         out += f"\n({why})"
                     body = f"$ {command}\n{out}"
             path = directory / f"{node}-{item}.txt"
-            path.write_text("\n".join(header) + "\n" + body + "\n", encoding="utf-8")
+            write_atomic(path, "\n".join(header) + "\n" + body + "\n")
             result.files.append(path)
     return result
 
@@ -158,7 +162,9 @@ class AutoEvidence:
         readings: ReadingsSource | None = None,
         *,
         directory: Path,
+        containers: Callable[[], Mapping[str, str]] | None = None,
     ) -> None:
+        self.containers = containers
         self.emit = emit
         self.directory = directory
         self.cluster = cluster
@@ -193,6 +199,7 @@ class AutoEvidence:
                 if n.name not in targets:
                     targets.append(n.name)
         recipe = self.recipe() if self.recipe is not None else None
+        found = self.containers() if self.containers is not None and recipe is None else {}
         reason = f"{diag.wall.id} raised on {diag.node or 'the cluster'}: {diag.evidence}"
         run_id = f"auto-{diag.wall.id}-{diag.node or 'cluster'}-{int(now)}"
 
@@ -207,6 +214,7 @@ class AutoEvidence:
                 run_id=run_id,
                 reason=reason,
                 readings=self.readings,
+                containers=found,
             )
             with self._lock:
                 self.results.append(res)

@@ -21,7 +21,7 @@ import threading
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spark_tui import policy
 from spark_tui.clock import Clock
@@ -47,6 +47,9 @@ from spark_tui.remedy.actions.base import (
 )
 from spark_tui.remedy.journal import FixLock, Journal, JournalUnwritable
 from spark_tui.state import StateDir
+
+if TYPE_CHECKING:
+    from spark_tui.kb.matcher import Matcher
 
 Emit = Callable[[ActionProgress], None]
 Confirm = Callable[[str, tuple[str, ...]], bool]
@@ -137,15 +140,17 @@ def plan_fix(
     stamp: str | None = None,
     wall: str = "",
     recipes: Mapping[str, Recipe] | None = None,
+    containers: Mapping[str, str] | None = None,
 ) -> FixPlan:
     """Render each action for the real nodes. Patches chain: a relaunch after a
-    patch-recipe in the same fix launches the patched recipe."""
+    patch-recipe in the same fix launches the patched recipe. `containers`: node -> the
+    serving container running there (what evidence reads when no recipe is in use)."""
     stamp = stamp or stamp_now()
     current = recipe
     planned: list[PlannedAction] = []
     for i, action in enumerate(fix.actions):
         k = kind(action.type)
-        ctx = PlanContext(cluster, current, seen, stamp, fix.id, recipes)
+        ctx = PlanContext(cluster, current, seen, stamp, fix.id, recipes, containers)
         pa = k.plan(i, action, ctx)
         planned.append(pa)
         current = k.recipe_after(pa, ctx)
@@ -167,7 +172,7 @@ def action_plan(
     acts = tuple(Action(t, p) for t, p in actions)
     risk = risk or max((kind(a.type).min_risk for a in acts), key=RISK_ORDER.index)
     root = any(kind(a.type).needs_root for a in acts) or any(a.params.get("root") for a in acts)
-    fix = Fix(fix_id, title, risk, root, acts)  # type: ignore[arg-type]
+    fix = Fix(fix_id, title, risk, root, acts)  # type: ignore[arg-type]  # one of RISKS: from the kinds' min_risk above
     return plan_fix(fix, cluster, recipe, stamp=stamp, wall=fix_id)
 
 
@@ -223,6 +228,7 @@ class RunEnvironment:
     clock: Clock
     hooks: SessionHooks = field(default_factory=NoHooks)
     stop: threading.Event | None = None  # set when the session closes: waits end early
+    matcher: Matcher | None = None  # the session's (its knowledge base, loaded once)
 
     @property
     def lock(self) -> FixLock:
@@ -280,6 +286,7 @@ def run_fix(
             result,
             env.hooks,
             env.stop,
+            env.matcher,
         )
         try:
             if _preflight(plan, ctx):

@@ -39,6 +39,13 @@ TIMED_OUT = "timed out"
 INTERRUPTED = "interrupted"
 
 
+def _why(path: Path, exc: OSError) -> str:
+    """` PATH: why` for an ordinary failure; `: why` for a refused file (it names itself)."""
+    if isinstance(exc, UnsafeFile):
+        return f": {exc}"
+    return f" {path}: {exc.strerror or exc}"
+
+
 class JournalUnwritable(SparkTuiError):
     """The journal cannot be written: the action must not run."""
 
@@ -66,7 +73,7 @@ class Journal:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = open_state(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-        except (OSError, UnsafeFile) as exc:
+        except OSError as exc:  # UnsafeFile included
             raise self._unwritable(exc) from None
         try:
             written = 0
@@ -85,10 +92,9 @@ class Journal:
             os.close(fd)
         return record
 
-    def _unwritable(self, exc: OSError | UnsafeFile) -> JournalUnwritable:
-        why = (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
+    def _unwritable(self, exc: OSError) -> JournalUnwritable:
         return JournalUnwritable(
-            f"cannot write the journal {self.path}: {why}; nothing was run "
+            f"cannot write the journal{_why(self.path, exc)}; nothing was run "
             "(free space or fix the permissions of the state directory)"
         )
 
@@ -104,10 +110,6 @@ class Journal:
             + " (nothing after these ran; free space or fix the permissions of the state "
             "directory)"
         )
-
-    def check_writable(self) -> None:
-        """Raise JournalUnwritable now if a record could not be written (before a plan runs)."""
-        self.append(event="check")
 
     # ---- commands, write-ahead -------------------------------------------------------
     @contextlib.contextmanager
@@ -146,7 +148,7 @@ class Journal:
                 lost = isinstance(exc, NodeUnreachable)
                 rec.finish(
                     None,
-                    f"{exc.reason}" if lost else type(exc).__name__,  # type: ignore[attr-defined]
+                    f"{exc.reason}" if lost else type(exc).__name__,  # type: ignore[attr-defined]  # a NodeUnreachable when lost: it has .reason
                     outcome=CONNECTION_LOST if lost else INTERRUPTED,
                 )
             raise
@@ -166,9 +168,8 @@ class Journal:
             fd = open_state(self.path)
         except FileNotFoundError:
             return
-        except (OSError, UnsafeFile) as exc:
-            why = (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
-            raise JournalUnwritable(f"cannot read the journal {self.path}: {why}") from None
+        except OSError as exc:  # UnsafeFile included
+            raise JournalUnwritable(f"cannot read the journal{_why(self.path, exc)}") from None
         with os.fdopen(fd, "rb") as fh:
             check_fd(fh.fileno(), self.path)
             number = 0
@@ -202,7 +203,16 @@ class Journal:
 
 
 MAX_RECORD = 1 << 20  # one journal record (an output tail is a few KB)
-_TEXT_FIELDS = ("event", "run", "cmd", "fix", "node", "action", "command", "outcome")
+_TEXT_FIELDS: tuple[str, ...] = (
+    "event",
+    "run",
+    "cmd",
+    "fix",
+    "node",
+    "action",
+    "command",
+    "outcome",
+)
 _TEXT_FIELDS += ("output_tail", "message", "status", "wall", "risk", "reason", "recipe")
 
 
@@ -390,10 +400,9 @@ class FixLock:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = open_state(self.path, os.O_RDWR | os.O_CREAT)
-        except (OSError, UnsafeFile) as exc:
-            why = (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
+        except OSError as exc:  # UnsafeFile included
             raise JournalUnwritable(
-                f"cannot open the lock {self.path}: {why}; nothing was run"
+                f"cannot open the lock{_why(self.path, exc)}; nothing was run"
             ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

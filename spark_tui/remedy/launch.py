@@ -11,7 +11,6 @@ relaunch per diagnosis, `decide_after_crash` says whether this is one.
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 import threading
@@ -57,17 +56,9 @@ def _noop(_: ActionProgress) -> None:
     pass
 
 
-@functools.lru_cache(maxsize=1)
-def _builtin_matcher() -> Matcher:
-    from spark_tui.kb.loader import load_knowledge
-
-    return Matcher(load_knowledge())
-
-
-def fatal_wall(text: str, matcher: Matcher | None = None) -> str | None:
+def fatal_wall(text: str, matcher: Matcher) -> str | None:
     """The first error-severity wall in a log excerpt, as 'wall-id: evidence', or None."""
-    m = matcher or _builtin_matcher()
-    for hit in m.scan_lines("serve-log", text.splitlines()):
+    for hit in matcher.scan_lines("serve-log", text.splitlines()):
         if hit.severity == "error":  # a suspected wall is not yet fatal
             return f"{hit.wall.id}: {hit.evidence[:300]}"
     return None
@@ -142,7 +133,8 @@ class LaunchRunner:
         self.transports = transports
         self.abort = abort  # an error wall the live monitor saw: a wait ends early
         self.stop = stop  # set when spark-tui is closing: a wait ends at its next poll
-        self.matcher = matcher  # the knowledge base's matcher (built-in when None)
+        # the session's matcher: its walls end a wait early (None: only FATAL_MARKERS do)
+        self.matcher = matcher
         self.clock = clock or RealClock()
         self.emit = emit or _noop
         self.journal = journal
@@ -224,7 +216,7 @@ class LaunchRunner:
             return True, step.expect
         if not res.ok and any(g in text for g in _GONE):
             return None, f"the container stopped: {res.tail(3)}"
-        wall = fatal_wall(res.stdout, self.matcher)
+        wall = fatal_wall(res.stdout, self.matcher) if self.matcher is not None else None
         if wall is not None:
             return None, f"the serve log shows {wall}"
         for marker in FATAL_MARKERS:
@@ -327,7 +319,7 @@ def failure_text(res: CommandResult) -> str:
         return "timed out"
     tail = res.tail(5)
     if shell.needs_sudo_password(tail):
-        from spark_tui.sudoers import sudoers_hint
+        from spark_tui.remedy.sudoers import sudoers_hint
 
         return f"sudo needs a password (exit {res.exit_code}). {sudoers_hint()}"
     return f"exit {res.exit_code}: {tail}" if tail else f"exit {res.exit_code}"

@@ -56,21 +56,38 @@ BOOT_ID_COMMAND = "cat /proc/sys/kernel/random/boot_id"
 PSTORE_TAIL = "find /sys/fs/pstore -maxdepth 1 -type f -exec tail -v -n 400 {} +"
 
 
-def evidence_command(item: str, recipe: Recipe | None, stamp: str, role: str = "head") -> str:
+def _no_container(item: str) -> str:
+    """A command that fails, saying why: an item read inside the serving container, on a node
+    where no serving container is known (never an empty success)."""
+    why = f"{item}: no serving container is known on this node (no recipe, none found running)"
+    return f"echo {shell.quote(why)} >&2; false"
+
+
+def evidence_command(
+    item: str,
+    recipe: Recipe | None,
+    stamp: str,
+    role: str = "head",
+    container: str | None = None,
+) -> str:
     """The read-only command that collects one evidence item on a node (a worker's serving
-    container is the recipe's worker container)."""
+    container is the recipe's worker container). Without a recipe, `container` is the serving
+    container found running there (an attached deployment: eugr's vllm_node, …); with neither,
+    the items read in a container fail, saying so."""
     from spark_tui.nodes.commands import SAMPLE, sample_script
 
     if recipe is None:
-        head = "ray-head"
+        head = container or ""
     else:
         head = recipe.head_container if role == "head" else recipe.worker_container
     if item == "log-tail":
         if recipe is not None and role == "head":
             return shell.join(["docker", "exec", head, "tail", "-n", "500", recipe.serve.log])
-        if recipe is not None:  # a worker has no serve log: its container's own output
+        if head:  # a worker has no serve log (nor an attached container): its own output
             return shell.join(["docker", "logs", "--tail", "500", head]) + " 2>&1"
-        return 'for c in $(docker ps -aq --filter label=spark-tui.recipe); do docker logs --tail 500 "$c" 2>&1; done'
+        return _no_container(item)
+    if item in ("py-spy", "nccl-libraries") and not head:
+        return _no_container(item)
     if item == "py-spy":
         return shell.join(
             [

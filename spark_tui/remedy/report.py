@@ -7,12 +7,13 @@ forum post or a GitHub issue as it is.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from spark_tui.kb.diagnosis import Diagnosis
 from spark_tui.kb.loader import KnowledgeBase
+from spark_tui.kb.source import Source
 from spark_tui.nodes.cluster import ClusterConfig
 from spark_tui.recipes.model import Recipe
 from spark_tui.recipes.revisions import Revision
@@ -45,7 +46,7 @@ def recipe_checks(kb: KnowledgeBase, recipe: Recipe) -> list[Diagnosis]:
         for rule in wall.rules:
             if rule.scope == "recipe" and rule.when and all(c.holds(facts) for c in rule.when):
                 evidence = f"recipe {recipe.id}: " + " and ".join(str(c) for c in rule.when)
-                out.append(Diagnosis(wall, f"recipe:{recipe.id}", 0, evidence))
+                out.append(Diagnosis(wall, Source.recipe(), 0, evidence))
                 break
     return out
 
@@ -225,7 +226,3 @@ def versions_from_sections(sections: Mapping[str, tuple[int, str]]) -> dict[str,
         first = text.strip().splitlines()[0] if text.strip() else ""
         out[name] = first if rc == 0 and first else ("not installed" if rc == 127 else "?")
     return out
-
-
-def merge_diagnoses(*groups: Iterable[Diagnosis]) -> list[Diagnosis]:
-    return [d for g in groups for d in g]

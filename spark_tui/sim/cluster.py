@@ -142,6 +142,8 @@ def _set_node_state(n: SimNode, state: dict[str, Any]) -> None:
                 n.drm_active = True
         elif key == "fabric_mtu":
             n.fabric_mtu = int(value)
+        elif key == "kernel":
+            n.kernel = str(value)
         else:
             setattr(n, key, float(value))
 

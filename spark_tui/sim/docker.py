@@ -56,10 +56,10 @@ class SimContainer:
         e = self.main_engine
         if self.state == "running" and e is not None:
             now = self.node.world.clock.now()
-            if not e.alive(now):  # type: ignore[attr-defined]
+            if not e.alive(now):  # type: ignore[attr-defined]  # a started main engine is an Engine (a PendingRank never runs)
                 self.state = "exited"
                 self.exit_code = 1
-                self.finished_at = e.dead_at  # type: ignore[attr-defined]
+                self.finished_at = e.dead_at  # type: ignore[attr-defined]  # a started main engine is an Engine (a PendingRank never runs)
                 self.main_engine = None
 
     def start(self, at: float) -> None:
@@ -252,7 +252,8 @@ def parse_run(args: list[str]) -> tuple[dict[str, list[str]], set[str], list[str
         a = args[i]
         if not a.startswith("-"):
             return opts, flags, args[i:]
-        key, val = ([*a.split("=", 1), None])[:2] if a.startswith("--") and "=" in a else (a, None)
+        val: str | None = None
+        key, val = a.split("=", 1) if a.startswith("--") and "=" in a else (a, None)
         if key in _RUN_VALUE_OPTS:
             if val is None:
                 if i + 1 >= len(args):

@@ -20,6 +20,7 @@ NODE_KEYS = {
     "drm_override",
     "swap_used_gib",
     "fabric_mtu",
+    "kernel",
 }
 FAULT_KEYS = {"wedge_after_s", "nccl_builds", "corrupt_shard"}
 CONTAINER_KEYS = {"image", "command", "restart", "restarts", "log", "exec"}
@@ -161,7 +162,7 @@ def recipe_for(scenario: Scenario, recipe_id: str | None = None) -> Any:
     book = dict(load_dir(_RECIPES))
     if rid not in book:
         rb = load_recipes(use_user=False, use_revisions=False)
-        recipe = rb.get(rid) if hasattr(rb, "get") else rb[rid]
+        recipe = rb.get(rid)
     else:
         recipe = book[rid]
     if recipe_id is None or recipe_id == scenario.recipe:

@@ -179,13 +179,14 @@ def tokenize(s: str) -> list[object]:
             cur.segs.append(Seg("var", name, False))
         elif c in "<>" or (c == "&" and s.startswith("&>", i)):
             fd = 1 if c != "<" else 0
+            digits = cur.literal() if cur is not None else None
             if (
                 cur is not None
-                and cur.literal() is not None
-                and cur.literal().isdigit()
+                and digits is not None
+                and digits.isdigit()
                 and not cur.segs[-1].quoted
             ):
-                fd = int(cur.literal())
+                fd = int(digits)
                 cur = None
             flush()
             if s.startswith("&>", i):
@@ -241,9 +242,10 @@ def parse(s: str) -> list[Pipeline]:
             cmd.words.append(t)
         elif isinstance(t, tuple):
             _, fd, op = t
-            if i + 1 >= len(toks) or not isinstance(toks[i + 1], Word):
+            target = toks[i + 1] if i + 1 < len(toks) else None
+            if not isinstance(target, Word):
                 raise ShellSyntaxError("Syntax error: redirection unexpected")
-            cmd.redirs.append(Redir(fd, op, toks[i + 1]))
+            cmd.redirs.append(Redir(fd, op, target))
             i += 1
         elif t == "|":
             end_command()

@@ -6,7 +6,7 @@ import re
 import shlex
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from spark_tui.nodes.transport import (
     CommandResult,
@@ -188,7 +188,9 @@ def _tail_n(args: list[str], default: int) -> int:
     return default
 
 
-def _follow_target(t: SimTransport, argv: list[str]) -> tuple[TimedLog, int, object] | None:
+def _follow_target(
+    t: SimTransport, argv: list[str]
+) -> tuple[TimedLog, int, Callable[[], bool]] | None:
     """(the log to follow, lines of history to show, is-the-writer-alive) for -f commands."""
     node = t.node
     if argv[:2] == ["docker", "logs"] and any(a in ("-f", "--follow") for a in argv):

@@ -5,6 +5,7 @@ shard (scenario faults)."""
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from spark_tui.sim import logs, models
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
     from spark_tui.sim.node import SimNode
 
 
-def plan_load(e: Engine, t: float, kind: str, v: dict[str, object]) -> float:
+def plan_load(e: Engine, t: float, kind: str, v: Mapping[str, object]) -> float:
     """Schedule the weight load; returns the time it ends, or -1 when the engine dies in it."""
     weights = max(m.weights_gib for m in e.members.values())
     duration = weights * GIB / 1e9 / models.LOAD_GB_PER_S

@@ -22,6 +22,11 @@ ACTIONS = (
     ("Log: wrap long lines", "log('wrap')", "wrap, or scroll sideways (left/right)"),
     ("Search the log", "log('search')", "find text in the log"),
     ("Undo the last recipe patch", "undo", "restore the previous recipe revision"),
+    (
+        "Roll back to what last served",
+        "rollback",
+        "preview, confirm: the image and recipe revision of the last launch that served",
+    ),
     ("Export the incident report", "export_report", "Markdown to paste into a forum post"),
     ("Dark / light theme", "toggle_theme", "switch themes"),
     ("Help", "help", "every key"),

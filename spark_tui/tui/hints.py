@@ -17,6 +17,7 @@ ACTION_WORDS = {
     "fix": "applying the fix",
     "doctor": "running the doctor",
     "undo": "undoing the last patch",
+    "rollback": "rolling back to what served",
     "export": "writing the report",
     "bring-up": "guided bring-up",
 }

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from typing import Any
 
 from spark_tui.nodes.state import ServingState
 
@@ -52,7 +53,7 @@ class ServingTracker:
         self.state = ServingState()
         self.engine_seen = False  # a line of the engine itself (not Ray's) since the reset
 
-    def _set(self, **changes: object) -> None:
+    def _set(self, **changes: Any) -> None:
         self.state = dataclasses.replace(self.state, **changes)
 
     def reset(self, phase: str, now: float) -> None:

@@ -12,11 +12,17 @@ and runs them through it. A new kind is a class added here, nowhere else.
 from __future__ import annotations
 
 from spark_tui.errors import InputError
-from spark_tui.remedy.actions import launches, node_commands, recipe_changes
+from spark_tui.remedy.actions import launches, model_copies, node_commands, recipe_changes
 from spark_tui.remedy.actions.base import ActionKind
 
 REGISTRY: dict[str, ActionKind] = {
-    cls.name: cls() for cls in (*node_commands.KINDS, *recipe_changes.KINDS, *launches.KINDS)
+    cls.schema.name: cls()
+    for cls in (
+        *node_commands.KINDS,
+        *model_copies.KINDS,
+        *recipe_changes.KINDS,
+        *launches.KINDS,
+    )
 }
 
 

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from spark_tui.action_schemas import ActionSchema
 from spark_tui.clock import Clock
 from spark_tui.events import ActionProgress
 from spark_tui.kb.schema import Action
@@ -21,6 +22,7 @@ from spark_tui.recipes.plan import LaunchPlan
 from spark_tui.remedy.journal import TIMED_OUT, Journal
 
 if TYPE_CHECKING:
+    from spark_tui.kb.matcher import Matcher
     from spark_tui.recipes.revisions import RevisionStore
     from spark_tui.state import StateDir
 
@@ -94,6 +96,8 @@ class PlanContext:
     stamp: str
     fix_id: str
     recipes: Mapping[str, Recipe] | None = None
+    # node -> the serving container running there (an attached deployment, no recipe)
+    containers: Mapping[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -156,6 +160,7 @@ class RunContext:
     result: Any  # spark_tui.remedy.fixes.FixResult
     hooks: SessionHooks = field(default_factory=NoHooks)
     stop: threading.Event | None = None  # set when spark-tui is closing: waits end early
+    matcher: Matcher | None = None  # the session's: a launch's wait ends on its error walls
 
     def fail(self, node: str | None, message: str, step: str) -> bool:
         r = self.result
@@ -196,24 +201,45 @@ class RunContext:
 class ActionKind(abc.ABC):
     """One kind of action: its parameter schema, plan, preview, run and verify."""
 
-    name: ClassVar[str]
-    required: ClassVar[frozenset[str]] = frozenset()
-    optional: ClassVar[frozenset[str]] = frozenset()
-    default_target: ClassVar[str] = "seen"
-    min_risk: ClassVar[str] = "safe"  # a fix with this action is at least this risky
-    needs_root: ClassVar[bool] = False  # always runs as root
-    relaunches: ClassVar[bool] = False  # ends in a running engine (a launch plan)
-    changes_recipe: ClassVar[bool] = False
-    replaces_recipe: ClassVar[bool] = False  # another recipe from now on (not a revision)
-    collects_evidence: ClassVar[bool] = False  # read-only evidence gathering
-    on_nodes: ClassVar[bool] = True  # runs commands on nodes (the preview names where)
-    summary: ClassVar[str] = ""
+    schema: ClassVar[ActionSchema]  # what a fix may say (spark_tui.action_schemas)
+
+    @property
+    def name(self) -> str:
+        return self.schema.name
+
+    @property
+    def min_risk(self) -> str:
+        return self.schema.min_risk
+
+    @property
+    def needs_root(self) -> bool:
+        return self.schema.needs_root
+
+    @property
+    def relaunches(self) -> bool:
+        return self.schema.relaunches
+
+    @property
+    def changes_recipe(self) -> bool:
+        return self.schema.changes_recipe
+
+    @property
+    def replaces_recipe(self) -> bool:
+        return self.schema.replaces_recipe
+
+    @property
+    def collects_evidence(self) -> bool:
+        return self.schema.collects_evidence
+
+    @property
+    def on_nodes(self) -> bool:
+        return self.schema.on_nodes
+
+    @property
+    def summary(self) -> str:
+        return self.schema.summary
 
     # ---- the knowledge base ------------------------------------------------------------
-    def validate(self, params: Mapping[str, Any]) -> list[tuple[str, str | None]]:
-        """Problems with an action's parameters beyond the field names: (message, field)."""
-        return []
-
     def generic_lines(self, params: Mapping[str, Any]) -> list[str]:
         """The action rendered without a cluster (placeholders shown as <node.fabric_if>)."""
         return [f"# {self.name}"]

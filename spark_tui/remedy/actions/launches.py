@@ -7,9 +7,11 @@ from dataclasses import replace
 from typing import Any
 
 from spark_tui import shell
+from spark_tui.action_schemas import SCHEMAS
 from spark_tui.errors import InputError
 from spark_tui.kb.schema import Action
 from spark_tui.recipes.render import render_plan
+from spark_tui.recipes.revisions import mark_served
 from spark_tui.remedy.actions.base import (
     NO_RECIPE,
     ActionKind,
@@ -35,6 +37,7 @@ def run_launch(planned: PlannedAction, ctx: RunContext) -> bool:
         ctx.journal,
         ctx.run_id,
         ctx.context,
+        matcher=ctx.matcher,
         abort=ctx.hooks.launch_blocker,
         stop=ctx.stop,
     )
@@ -57,16 +60,12 @@ def run_launch(planned: PlannedAction, ctx: RunContext) -> bool:
         return ctx.fail(node, launched.describe(), planned.type)
     if any(s.kind == "smoke" for s in planned.launch.steps):
         ctx.revisions.mark_launched(planned.launch.recipe)
+        mark_served(ctx.revisions, planned.launch.recipe, launched.tok_s)  # rollback's target
     return True
 
 
 class RestartRay(ActionKind):
-    name = "restart-ray"
-    optional = frozenset({"args", "env"})
-    default_target = "all"
-    min_risk = "disruptive"
-    changes_recipe = True
-    summary = "stop and start Ray on every node with these arguments and daemon environment"
+    schema = SCHEMAS["restart-ray"]
 
     def generic_lines(self, params: Mapping[str, Any]) -> list[str]:
         args = " ".join(
@@ -105,12 +104,7 @@ class RestartRay(ActionKind):
 
 
 class Relaunch(ActionKind):
-    name = "relaunch"
-    optional = frozenset({"clean"})
-    default_target = "all"
-    min_risk = "disruptive"
-    relaunches = True
-    summary = "stop the stack, drop caches, run the launch plan again (smoke request, tok/s)"
+    schema = SCHEMAS["relaunch"]
 
     def generic_lines(self, params: Mapping[str, Any]) -> list[str]:
         return ["# stop the stack on every node, drop caches, run the launch plan again"]

@@ -6,9 +6,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from spark_tui import shell
+from spark_tui.action_schemas import SCHEMAS
 from spark_tui.errors import InputError
 from spark_tui.events import ActionProgress
-from spark_tui.kb.schema import EVIDENCE_ITEMS, Action
+from spark_tui.kb.schema import Action
 from spark_tui.nodes.cluster import NodeConfig
 from spark_tui.nodes.transport import NodeUnreachable, Transport
 from spark_tui.recipes.render import stop_leftovers_command
@@ -28,6 +29,7 @@ from spark_tui.remedy.render import (
     evidence_command,
     node_values,
 )
+from spark_tui.safefile import write_atomic
 
 REBOOT_TIMEOUT_S = 900.0
 REBOOT_POLL_S = 10.0
@@ -62,19 +64,7 @@ class _PerNode(ActionKind):
 
 
 class RunCommand(_PerNode):
-    name = "run"
-    required = frozenset({"command"})
-    optional = frozenset({"on", "root"})
-    summary = (
-        "run a shell command on nodes ({node.fabric_if}, {head.fabric_ip}, {model.id}… filled "
-        "and quoted)"
-    )
-
-    def validate(self, params: Mapping[str, Any]) -> list[tuple[str, str | None]]:
-        command = params.get("command")
-        if not (isinstance(command, str) and command.strip()):
-            return [("'command' must be a non-empty shell command", "command")]
-        return []
+    schema = SCHEMAS["run"]
 
     @staticmethod
     def render(params: Mapping[str, Any], values: Mapping[str, object] | None) -> str:
@@ -109,11 +99,7 @@ class RunCommand(_PerNode):
 
 
 class Reboot(_PerNode):
-    name = "reboot"
-    optional = frozenset({"on"})
-    min_risk = "destructive"
-    needs_root = True
-    summary = "reboot nodes and wait until they answer with a new boot id"
+    schema = SCHEMAS["reboot"]
 
     def generic_lines(self, params: Mapping[str, Any]) -> list[str]:
         return [shell.as_root("reboot")]
@@ -189,11 +175,7 @@ def _wait_back(transport: Transport, node: str, before: str | None, ctx: RunCont
 
 
 class MoveAside(_PerNode):
-    name = "move-aside"
-    required = frozenset({"path"})
-    optional = frozenset({"on", "root"})
-    min_risk = "destructive"
-    summary = "move a file aside to PATH.spark-tui-backup-<timestamp> (never delete)"
+    schema = SCHEMAS["move-aside"]
 
     @staticmethod
     def render(params: Mapping[str, Any], stamp: str) -> str:
@@ -201,12 +183,6 @@ class MoveAside(_PerNode):
         backup = path + BACKUP_SUFFIX.format(stamp=stamp)
         cmd = f"mv -n -- {shell.quote(path)} {shell.quote(backup)}"
         return shell.as_root(cmd) if params.get("root", True) else cmd
-
-    def validate(self, params: Mapping[str, Any]) -> list[tuple[str, str | None]]:
-        path = params.get("path")
-        if not (isinstance(path, str) and path.startswith("/") and "\n" not in path):
-            return [("'path' must be an absolute path", "path")]
-        return []
 
     def generic_lines(self, params: Mapping[str, Any]) -> list[str]:
         return [self.render(params, "<timestamp>")]
@@ -219,11 +195,7 @@ class MoveAside(_PerNode):
 
 
 class StopStack(_PerNode):
-    name = "stop-stack"
-    optional = frozenset({"on"})
-    default_target = "all"
-    min_risk = "disruptive"
-    summary = "stop the serving containers and Ray, whoever started them (their logs stay readable)"
+    schema = SCHEMAS["stop-stack"]
 
     def generic_lines(self, params: Mapping[str, Any]) -> list[str]:
         return [GENERIC_STOP_STACK]
@@ -253,17 +225,7 @@ class StopStack(_PerNode):
 
 
 class CollectEvidence(_PerNode):
-    name = "collect-evidence"
-    required = frozenset({"items"})
-    optional = frozenset({"on"})
-    collects_evidence = True
-    summary = "gather evidence into the incident report before anything restarts (read-only)"
-
-    def validate(self, params: Mapping[str, Any]) -> list[tuple[str, str | None]]:
-        items = params.get("items")
-        if not isinstance(items, list) or not items or any(i not in EVIDENCE_ITEMS for i in items):
-            return [(f"'items' must list some of {', '.join(EVIDENCE_ITEMS)}", "items")]
-        return []
+    schema = SCHEMAS["collect-evidence"]
 
     def generic_lines(self, params: Mapping[str, Any]) -> list[str]:
         return [f"# collect into the incident report: {', '.join(params.get('items', []))}"]
@@ -273,7 +235,12 @@ class CollectEvidence(_PerNode):
     ) -> list[PlannedCommand]:
         items = action.params.get("items") or ()
         return [
-            PlannedCommand(node.name, evidence_command(item, ctx.recipe, ctx.stamp, node.role))
+            PlannedCommand(
+                node.name,
+                evidence_command(
+                    item, ctx.recipe, ctx.stamp, node.role, (ctx.containers or {}).get(node.name)
+                ),
+            )
             for item in items
         ]
 
@@ -286,7 +253,8 @@ class CollectEvidence(_PerNode):
                 text += f"\n({ctx.failure_text(res)})"
             _save_evidence(ctx, cmd, text)
             ctx.result.did(cmd.node, self.name)
-            ctx.emit(ActionProgress(self.name, cmd.node, cmd.command, "ok"))
+            ok = res is not None and res.ok  # saved either way; never shown as read when not
+            ctx.emit(ActionProgress(self.name, cmd.node, cmd.command, "ok" if ok else "failed"))
         return True
 
     def verify(self, planned: PlannedAction, ctx: RunContext) -> list[VerifyResult]:
@@ -298,7 +266,7 @@ def _save_evidence(ctx: RunContext, cmd: PlannedCommand, text: str) -> None:
     d = ctx.state.evidence_dir / ctx.run_id
     d.mkdir(parents=True, exist_ok=True)
     n = len(list(d.glob(f"{cmd.node}-*.txt")))
-    (d / f"{cmd.node}-{n:02d}.txt").write_text(f"$ {cmd.command}\n{text}", encoding="utf-8")
+    write_atomic(d / f"{cmd.node}-{n:02d}.txt", f"$ {cmd.command}\n{text}")
 
 
 KINDS: tuple[type[ActionKind], ...] = (RunCommand, Reboot, MoveAside, StopStack, CollectEvidence)

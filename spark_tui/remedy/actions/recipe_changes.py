@@ -8,9 +8,10 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from spark_tui.action_schemas import PATCH_KEYS, SCHEMAS
 from spark_tui.errors import InputError
 from spark_tui.events import ActionProgress
-from spark_tui.kb.schema import PATCH_TARGETS, Action
+from spark_tui.kb.schema import Action
 from spark_tui.recipes.model import Recipe
 from spark_tui.recipes.revisions import apply_patch, unified_diff
 from spark_tui.remedy.actions.base import (
@@ -22,8 +23,6 @@ from spark_tui.remedy.actions.base import (
     VerifyResult,
 )
 from spark_tui.safefile import read_state_text, write_atomic
-
-PATCH_KEYS = ("set_args", "unset_args", "set_env", "unset_env")
 
 
 def patch_facts(recipe: Recipe, patch: Mapping[str, Any]) -> list[tuple[str, bool]]:
@@ -46,25 +45,7 @@ def patch_facts(recipe: Recipe, patch: Mapping[str, Any]) -> list[tuple[str, boo
 
 
 class PatchRecipe(ActionKind):
-    name = "patch-recipe"
-    optional = frozenset({"target", *PATCH_KEYS})
-    changes_recipe = True
-    on_nodes = False
-    summary = "a new revision of the recipe with a diff (undo restores the previous one)"
-
-    def validate(self, params: Mapping[str, Any]) -> list[tuple[str, str | None]]:
-        problems: list[tuple[str, str | None]] = []
-        if not any(k in params for k in PATCH_KEYS):
-            problems.append(("a recipe patch must set or unset something", None))
-        if params.get("target", "serve") not in PATCH_TARGETS:
-            problems.append((f"'target' must be one of {', '.join(PATCH_TARGETS)}", "target"))
-        for key in ("set_args", "set_env"):
-            if key in params and not isinstance(params[key], dict):
-                problems.append((f"{key!r} must be a mapping", key))
-        for key in ("unset_args", "unset_env"):
-            if key in params and not isinstance(params[key], list):
-                problems.append((f"{key!r} must be a list", key))
-        return problems
+    schema = SCHEMAS["patch-recipe"]
 
     def generic_lines(self, params: Mapping[str, Any]) -> list[str]:
         target = params.get("target", "serve")
@@ -147,12 +128,7 @@ def commit_recipe(planned: PlannedAction, note: str, ctx: RunContext) -> None:
 
 
 class SwitchRecipe(ActionKind):
-    name = "switch-recipe"
-    optional = frozenset({"to"})
-    changes_recipe = True
-    replaces_recipe = True
-    on_nodes = False
-    summary = "use another recipe from now on (default: the one the current recipe names instead)"
+    schema = SCHEMAS["switch-recipe"]
 
     def generic_lines(self, params: Mapping[str, Any]) -> list[str]:
         to = params.get("to") or "(the one the recipe names as its replacement)"

@@ -38,7 +38,7 @@ class Ctx:
 
     def child(self, **kw: object) -> Ctx:
         """A subshell: the same place and environment (a copy), its own exit status."""
-        return replace(self, env=dict(self.env), last_rc=0, blocked=False, **kw)  # type: ignore[arg-type]
+        return replace(self, env=dict(self.env), last_rc=0, blocked=False, **kw)  # type: ignore[arg-type]  # kw are Ctx's own fields with their types
 
 
 @dataclass

@@ -85,7 +85,8 @@ def _run(sub: str, args: list[str], ctx: Ctx, stdin: str) -> Out:
     opts, flags, rest = parsed
     if not rest:
         return Out(125, "", "docker: 'docker run' requires at least 1 argument.\n")
-    name = (opts.get("--name") or [None])[-1] or f"sim_{len(node.containers) + 1}"
+    names = opts.get("--name")
+    name = (names[-1] if names else None) or f"sim_{len(node.containers) + 1}"
     if name in node.containers:
         c = node.containers[name]
         return Out(
@@ -112,6 +113,8 @@ def _run(sub: str, args: list[str], ctx: Ctx, stdin: str) -> Out:
     node.containers[name] = c
     c.start(now)
     detached = any(f in flags for f in ("-d", "--detach", "-itd", "-dit"))
+    if c.auto_remove and not c.running:  # --rm: a container whose process ended is removed
+        node.containers.pop(name, None)
     if not detached:
         return Out(c.exit_code, c.log.text(world.clock.now()))
     return Out(0, c.id + "\n")
@@ -341,7 +344,7 @@ def _go_template(fmt: str, data: dict[str, object]) -> str:
         expr = m.group(1).strip()
         if expr.startswith("json "):
             expr = expr[5:].strip()
-            wrap = json.dumps
+            wrap: Callable[[object], str] = json.dumps
         else:
             wrap = str
         cur: object = data

@@ -4,6 +4,9 @@ entrypoint scripts, pkill."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 from spark_tui.sim.engine import Engine
 from spark_tui.sim.ray import ray_start, ray_status, ray_stop
 from spark_tui.sim.serve_spec import parse_serve
@@ -102,28 +105,31 @@ def _join_sglang(ctx: Ctx, spec: object, argv: list[str], sink: TimedLog | None)
     world = ctx.world
     now = world.clock.now()
     key = str(  # the rendezvous every rank names
-        spec.arg("--dist-init-addr", default="?")  # type: ignore[attr-defined]
-        if spec.kind == "sglang"  # type: ignore[attr-defined]
-        else f"{spec.arg('--master-addr', default='?')}:{spec.arg('--master-port', default=29501)}"  # type: ignore[attr-defined]
+        spec.arg("--dist-init-addr", default="?")  # type: ignore[attr-defined]  # a ServeSpec: parse_serve found the serving command
+        if spec.kind == "sglang"  # type: ignore[attr-defined]  # a ServeSpec: parse_serve found the serving command
+        else f"{spec.arg('--master-addr', default='?')}:{spec.arg('--master-port', default=29501)}"  # type: ignore[attr-defined]  # a ServeSpec: parse_serve found the serving command
     )
-    nnodes = int(spec.num("--nnodes", default=1))  # type: ignore[attr-defined]
+    nnodes = int(spec.num("--nnodes", default=1))  # type: ignore[attr-defined]  # a ServeSpec: parse_serve found the serving command
     waiting = world.sglang_waiting.setdefault(key, [])
     waiting[:] = [r for r in waiting if r.container.running]
-    waiting.append(SglangRank(ctx.node, ctx.container, argv, dict(ctx.env), now, sink))  # type: ignore[arg-type]
+    waiting.append(SglangRank(ctx.node, ctx.container, argv, dict(ctx.env), now, sink))  # type: ignore[arg-type]  # an engine rank always runs in a container
     if ctx.main:
-        ctx.container.main_engine = PendingRank()  # type: ignore[union-attr]
+        ctx.container.main_engine = PendingRank()  # type: ignore[union-attr]  # an engine rank always runs in a container
     if len({r.node.name for r in waiting}) < nnodes:
         return
     world.sglang_waiting.pop(key, None)
-    ranks = sorted(
-        waiting, key=lambda r: int(parse_serve(r.argv, r.env).num("--node-rank", default=0))
-    )  # type: ignore[union-attr]
+
+    def node_rank(r: Any) -> int:
+        spec = parse_serve(r.argv, r.env)
+        return int(spec.num("--node-rank", default=0)) if spec is not None else 0
+
+    ranks = sorted(waiting, key=node_rank)
     r0 = ranks[0]
     spec0 = parse_serve(r0.argv, r0.env)
     assert spec0 is not None
-    e = Engine(world, spec0, r0.node, r0.container, now, r0.sink)  # type: ignore[arg-type]
+    e = Engine(world, spec0, r0.node, r0.container, now, r0.sink)  # type: ignore[arg-type]  # an engine rank always runs in a container
     for i, r in enumerate(ranks):
-        m = e.member(r.node, i, r.sink, is_head=i == 0)  # type: ignore[arg-type]
+        m = e.member(r.node, i, r.sink, is_head=i == 0)  # type: ignore[arg-type]  # an engine rank always runs in a container
         e.members[r.node.name] = m
         e.rank_containers.append(r.container)
         e.argv_in[r.container.id] = list(r.argv)
@@ -150,14 +156,53 @@ def _python(argv: list[str], ctx: Ctx, stdin: str) -> Out:
         and argv[1] == "-m"
         and argv[2] in ("sglang.launch_server", "vllm.entrypoints.openai.api_server")
     ):
+        section = _asks_help(argv[3:])
+        if section is not None:
+            return _help("sglang" if argv[2].startswith("sglang") else "vllm", section)
         return _serve(argv, ctx, stdin)
     if len(argv) >= 2 and argv[1] in ("--version", "-V"):
         return Out(0, "Python 3.12.3\n")
     return Out(1, "", f"{argv[0]}: simulated node: only engine launches are available\n")
 
 
+HELP_DIR = Path(__file__).resolve().parent.parent / "engine_help"
+# the releases whose own --help output the simulated images print (engine_help/SOURCES.md)
+HELP_TEXT = {
+    ("vllm", "all"): "vllm-0.32.0-serve-help-all.txt",
+    ("vllm", ""): "vllm-0.32.0-serve-help.txt",
+    ("sglang", ""): "sglang-0.5.23-launch-server-help.txt",
+}
+
+
+def _asks_help(argv: list[str]) -> str | None:
+    """'' for --help / -h, 'all' (or a section) for vLLM's --help=SECTION, else None."""
+    for a in argv:
+        if a in ("--help", "-h"):
+            return ""
+        if a.startswith("--help="):
+            return a.split("=", 1)[1]
+    return None
+
+
+def _help(engine: str, section: str) -> Out:
+    name = HELP_TEXT.get((engine, "all" if section else ""))
+    if name is None:
+        return Out(2, "", f"{engine}: error: unrecognized arguments: --help={section}\n")
+    return Out(0, (HELP_DIR / name).read_text(encoding="utf-8"))
+
+
+def _sglang(argv: list[str], ctx: Ctx, stdin: str) -> Out:
+    """`sglang serve …`: SGLang's current entrypoint for python -m sglang.launch_server."""
+    if len(argv) > 1 and argv[1] == "serve":
+        return _python(["python3", "-m", "sglang.launch_server", *argv[2:]], ctx, stdin)
+    return Out(2, "", "usage: sglang [-h] {serve,version} ...\n")
+
+
 def _vllm(argv: list[str], ctx: Ctx, stdin: str) -> Out:
     if len(argv) > 1 and argv[1] == "serve":
+        section = _asks_help(argv[2:])
+        if section is not None:
+            return _help("vllm", section)
         return _serve(argv, ctx, stdin)
     if len(argv) > 1 and argv[1] in ("--version", "-v"):
         return Out(0, "0.18.1rc1\n")
@@ -201,6 +246,7 @@ COMMANDS = {
     "ray-head": Command(_entrypoint_script, CONTAINER),
     "ray-worker": Command(_entrypoint_script, CONTAINER),
     "vllm": Command(_vllm, CONTAINER),
+    "sglang": Command(_sglang, CONTAINER),
     "pkill": Command(_pkill, CONTAINER),
     # python, python3, python3.12 …: only engine launches are simulated
     "python": Command(_python, CONTAINER, prefix=True),

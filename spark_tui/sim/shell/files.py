@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from typing import Any
 
 from spark_tui.sim.shell.context import Command, Ctx, Out
 from spark_tui.sim.timedlog import TimedLog
@@ -159,7 +160,7 @@ def _mv(argv: list[str], ctx: Ctx, stdin: str) -> Out:
     if len(args) != 2:
         return Out(1, "", "mv: missing destination file operand\n")
     src, dst = args
-    files = ctx.container.files if ctx.container is not None else ctx.node.files
+    files: dict[str, Any] = ctx.container.files if ctx.container is not None else ctx.node.files
     if src not in files:
         return Out(1, "", f"mv: cannot stat '{src}': No such file or directory\n")
     if (
@@ -230,10 +231,10 @@ def _find(argv: list[str], ctx: Ctx, stdin: str) -> Out:
     if ctx.container is not None:
         if "libnccl" not in pattern:
             return Out(0, "")
-        files = ctx.world.faults.nccl_files()
-        out = "".join(f"{size} {path}\n" for path, size, _ in files)
-        out += "".join(f"{digest}  {path}\n" for path, _, digest in files)
-        return Out(0, out)
+        nccl = ctx.world.faults.nccl_files()
+        listing = "".join(f"{size} {path}\n" for path, size, _ in nccl)
+        listing += "".join(f"{digest}  {path}\n" for path, _, digest in nccl)
+        return Out(0, listing)
     if len(argv) > 1 and argv[1].startswith("/sys/fs/pstore"):  # root only, and empty:
         if not ctx.root:  # no crash was kept
             return Out(1, "", f"find: '{argv[1]}': Permission denied\n")
@@ -250,7 +251,8 @@ def _find(argv: list[str], ctx: Ctx, stdin: str) -> Out:
             roots.append(a.rstrip("/"))
         i += 1
     home = ctx.env.get("HOME", "/home/milo")
-    out, missing = [], []
+    out: list[str] = []
+    missing: list[str] = []
     for root in roots or ["."]:
         files = [(p, n) for p, n in _checkpoint_files(ctx, home) if p.startswith(root + "/")]
         if (

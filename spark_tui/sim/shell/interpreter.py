@@ -73,7 +73,8 @@ def _block(
     """Pipelines from i up to (not with) the first one starting with one of `ends` at this
     depth, and that one's index; `first` is what followed the reserved word opening the
     block (an `if` after `do` opens a level)."""
-    depth, out = (1 if first is not None and _head(first) in OPENERS else 0), []
+    depth = 1 if first is not None and _head(first) in OPENERS else 0
+    out: list = []
     while i < len(pipes):
         head = _head(pipes[i])
         if depth == 0 and head in ends:

@@ -16,6 +16,22 @@ def _hostname(argv: list[str], ctx: Ctx, stdin: str) -> Out:
     return Out(0, ctx.node.name + "\n")
 
 
+def _uname(argv: list[str], ctx: Ctx, stdin: str) -> Out:
+    """uname -r (the kernel release), -n (the host name), -m, -s; -a all of them."""
+    n = ctx.node
+    fields = {
+        "-s": "Linux",
+        "-n": n.name,
+        "-r": n.kernel,
+        "-v": "#1 SMP PREEMPT_DYNAMIC",
+        "-m": "aarch64",
+    }
+    if "-a" in argv:
+        return Out(0, " ".join([*fields.values(), "aarch64 aarch64 GNU/Linux"]) + "\n")
+    wanted = [fields[a] for a in argv[1:] if a in fields] or ["Linux"]
+    return Out(0, " ".join(wanted) + "\n")
+
+
 def _whoami(argv: list[str], ctx: Ctx, stdin: str) -> Out:
     return Out(0, ("root" if ctx.root or ctx.container is not None else "milo") + "\n")
 
@@ -108,6 +124,7 @@ def _journalctl(argv: list[str], ctx: Ctx, stdin: str) -> Out:
 
 COMMANDS = {
     "hostname": Command(_hostname),
+    "uname": Command(_uname),
     "whoami": Command(_whoami),
     "id": Command(_id),
     "free": Command(_free),

@@ -142,7 +142,7 @@ def _tee(argv: list[str], ctx: Ctx, stdin: str) -> Out:
 def _sort(argv: list[str], ctx: Ctx, stdin: str) -> Out:
     """`sort [-n] [-r] [-u] [-k N[,M]] [-t SEP] [FILE...]`: coreutils' sort for the fields
     and flags scripts use (whitespace-separated fields unless -t)."""
-    args, files, flags = argv[1:], [], set()
+    args, files, flags = argv[1:], [], set[str]()
     key: int | None = None
     sep: str | None = None
     i = 0

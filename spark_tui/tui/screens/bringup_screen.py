@@ -46,7 +46,7 @@ GLYPH = {"pending": "○", "running": "◐", "ok": "✓", "failed": "✗", "skip
 class BringUpScreen(Screen):
     """A list of steps on the left, the selected step on the right."""
 
-    HORIZONTAL_BREAKPOINTS: ClassVar = [(0, "-narrow"), (100, "-wide")]
+    HORIZONTAL_BREAKPOINTS: list[tuple[int, str]] | None = [(0, "-narrow"), (100, "-wide")]  # noqa: RUF012 - Textual types it per instance
     BINDINGS: ClassVar = [
         Binding("g", "run_step", "Run step"),
         Binding("a", "apply_fix", "Apply fix"),

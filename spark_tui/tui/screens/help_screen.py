@@ -28,6 +28,7 @@ KEYS = (
     ("j k g G", "down, up, top, bottom in the focused list or log (G follows the log again)"),
     ("Tab", "the next pane (walls, detail, log)"),
     ("u", "undo the last recipe patch"),
+    ("R", "roll back to the image and recipe revision that last served"),
     ("e", "export the incident report (Markdown)"),
     ("t", "dark / light theme"),
     ("ctrl+p", "command palette: every action by name"),

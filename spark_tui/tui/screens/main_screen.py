@@ -54,8 +54,8 @@ STORY_REQUEST_EVERY_S = 8.0  # real seconds between two of them
 class MainScreen(Screen):
     """Everything live at once; the keys act on the selected diagnosis and the cluster."""
 
-    HORIZONTAL_BREAKPOINTS: ClassVar = [(0, "-narrow"), (100, "-wide")]
-    VERTICAL_BREAKPOINTS: ClassVar = [(0, "-short"), (32, "-tall")]
+    HORIZONTAL_BREAKPOINTS: list[tuple[int, str]] | None = [(0, "-narrow"), (100, "-wide")]  # noqa: RUF012 - Textual types it per instance
+    VERTICAL_BREAKPOINTS: list[tuple[int, str]] | None = [(0, "-short"), (32, "-tall")]  # noqa: RUF012 - Textual types it per instance
     BINDINGS: ClassVar = [
         Binding("a", "apply_fix", "Fix"),
         Binding("right_square_bracket", "next_fix", "Next fix", show=False),
@@ -71,6 +71,7 @@ class MainScreen(Screen):
         Binding("f", "log('follow')", "Follow", show=False),
         Binding("w", "log('wrap')", "Wrap", show=False),
         Binding("u", "undo", "Undo patch", show=False),
+        Binding("R", "rollback", "Roll back", show=False),
         Binding("e", "export_report", "Export", show=False),
     ]
 
@@ -250,7 +251,7 @@ class MainScreen(Screen):
             fix_title=fix.title if fix else None,
             fix_number=detail.fix_index % max(1, len(detail.fixes())) + 1,
             serving=self._serving,
-            **self._memory,  # type: ignore[arg-type]
+            **self._memory,  # type: ignore[arg-type]  # the status line's memory fields (int or None)
         )
         now, key = next_step(s)
         if self.problem and s.running is None and wall is None:
@@ -295,10 +296,16 @@ class MainScreen(Screen):
     def action_stop_stack(self) -> None:
         self._preview("stop", self.session.plan_stop)
 
+    def _running_action(self) -> str | None:
+        """What the app runs now (a fix, a relaunch), if anything."""
+        running = getattr(self.app, "running_action", None)  # SparkTuiApp's, or a harness's
+        return running() if callable(running) else None
+
     def _preview(self, action: str, make_plan: Callable) -> None:
         """Plan it and show the plan (preview == run); the modal confirms and runs it."""
-        if self.app.running_action() is not None:
-            self.notify(f"{self.app.running_action()} is running: wait for it.", severity="warning")
+        running = self._running_action()
+        if running is not None:
+            self.notify(f"{running} is running: wait for it.", severity="warning")
             return
         try:
             plan = make_plan()
@@ -376,6 +383,52 @@ class MainScreen(Screen):
             return True, f"recipe {back.id} back to revision {back.revision}"
 
         self._start("undo", "Undo the last recipe patch", job)
+
+    def action_rollback(self) -> None:
+        """Back to the image and recipe revision that last served: the change previewed,
+        asked, then applied (a new revision, journaled); the next launch uses it."""
+        import time
+
+        from spark_tui.tui.screens.confirm_modal import ConfirmModal
+
+        running = self._running_action()
+        if running is not None:
+            self.notify(f"{running} is running: wait for it.", severity="warning")
+            return
+        try:
+            current, served, diff = self.session.rollback_preview()
+        except SparkTuiError as exc:
+            self.notify(str(exc), severity="error")
+            self.set_last_action(f"rollback: {exc}", False)
+            return
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(served.time))
+        if not diff:
+            self.notify(f"{current.id} rev {current.revision} is what served at {when}")
+            return
+        lines = diff.rstrip("\n").splitlines()
+        shown = "\n".join(lines[:24]) + (
+            f"\n… {len(lines) - 24} more lines" if len(lines) > 24 else ""
+        )
+        prompt = (
+            f"Roll {current.id} back to what served at {when} "
+            f"(revision {served.revision}, image {served.image or 'none'})?\n"
+            f"A new revision; the next launch uses it.\n\n{shown}"
+        )
+
+        def answer(yes: bool | None) -> None:
+            if not yes:
+                return
+
+            def job(_progress: Callable) -> tuple[bool, str]:
+                after = self.session.rollback()
+                return (
+                    True,
+                    f"recipe {after.id} at revision {after.revision}: what served at {when}",
+                )
+
+            self._start("rollback", "Roll back to what last served", job)
+
+        self.app.push_screen(ConfirmModal(prompt, None, yes="Roll back (y)"), answer)
 
     def action_export_report(self) -> None:
         diagnoses = list(self.query_one(DiagnosesTable).diagnoses.values())

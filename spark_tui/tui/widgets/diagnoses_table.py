@@ -23,7 +23,7 @@ def diagnosis_key(d: Diagnosis) -> str:
 def row_order(d: Diagnosis) -> tuple:
     """Active before resolved; then errors, warnings, infos; then newest first."""
     seen = d.last_seen or d.first_seen
-    return (not d.active, SEVERITY_RANK.get(d.severity, 9), -seen, d.wall.id, d.source)
+    return (not d.active, SEVERITY_RANK.get(d.severity, 9), -seen, d.wall.id, str(d.source))
 
 
 class DiagnosesTable(DataTable):
@@ -70,7 +70,7 @@ class DiagnosesTable(DataTable):
             wall = Text(f" {d.wall.id}", style="dim", no_wrap=True, overflow="ellipsis")
             state = Text("resolved", style="dim green")
             seen = Text(clock_hms(d.resolved_at), style="dim")
-        node = Text(d.node or d.source.split(":")[0], style="" if d.active else "dim")
+        node = Text(d.node or d.source.subject, style="" if d.active else "dim")
         count = Text(str(d.count), style="" if d.active else "dim")
         if key in self.rows:
             for column, value in (

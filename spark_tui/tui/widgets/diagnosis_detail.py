@@ -99,7 +99,7 @@ class DiagnosisDetail(VerticalScroll):
         wall = d.wall
         out = Text()
         out.append(f"{wall.title}\n", style="bold" if d.active else "bold dim")
-        where = d.node or d.source.split(":")[0]
+        where = d.node or d.source.subject
         words = CONFIDENCE_WORDS.get(d.confidence, d.confidence)
         out.append(f"{wall.id} · {d.severity} · {words} · {where}")
         out.append(

@@ -3,6 +3,8 @@ search box. The screen's keys call `act` (they work whatever has the focus)."""
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Input, Label
@@ -12,7 +14,10 @@ from spark_tui.tui.widgets.log_view import LEVELS, LogView
 LEVEL_WORDS = {"all": "", "warning": "warnings and errors", "error": "errors only"}
 
 
-def _cycle(options: list, current: object) -> object:
+T = TypeVar("T")
+
+
+def _cycle(options: list[T], current: T) -> T:
     return (
         options[(options.index(current) + 1) % len(options)] if current in options else options[0]
     )

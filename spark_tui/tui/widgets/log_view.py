@@ -44,7 +44,7 @@ class LogEntry(NamedTuple):
     text: str
     severity: str | None  # error | warning | info when the line matched a wall
     source: str = ""  # where on the node it came from (serve log, a container)
-    count: int = 1  # how many times it came (folded repeats)
+    repeats: int = 1  # how many times it came (folded repeats)
 
 
 def line_level(entry: LogEntry) -> int:
@@ -185,7 +185,7 @@ class LogView(ScrollView, can_focus=True):
         old = batch[n - first] if n >= first else self._at(n)
         if old.severity != severity:
             return False
-        folded = old._replace(text=text, count=old.count + 1)
+        folded = old._replace(text=text, repeats=old.repeats + 1)
         if n >= first:
             batch[n - first] = folded
         else:
@@ -273,7 +273,7 @@ class LogView(ScrollView, can_focus=True):
         body = self._body_width()
         for n in numbers:
             e = self._at(n)
-            length = min(len(e.text), LONG_LINE) + (len(f" ×{e.count}") if e.count > 1 else 0)
+            length = min(len(e.text), LONG_LINE) + (len(f" ×{e.repeats}") if e.repeats > 1 else 0)
             rows.extend((n, part) for part in range(max(1, -(-length // body))))
 
     def on_resize(self) -> None:
@@ -385,7 +385,7 @@ class LogView(ScrollView, can_focus=True):
             if hit is None:
                 return Strip.blank(width, self._style("base"))
             n, entry = hit
-        key = (n, self.search, entry.count)
+        key = (n, self.search, entry.repeats)
         strip = self._cache.get(key)
         if strip is None:
             strip = self._render_entry(entry)
@@ -414,8 +414,8 @@ class LogView(ScrollView, can_focus=True):
         base = self._style("base")
         tag = Segment(f"{entry.node[: TAG - 1]:>{TAG - 1}} ", base + self._style("logview--node"))
         count = (
-            [Segment(f" ×{entry.count}", base + self._style("logview--count"))]
-            if entry.count > 1
+            [Segment(f" ×{entry.repeats}", base + self._style("logview--count"))]
+            if entry.repeats > 1
             else []
         )
         if len(entry.text) > LONG_LINE:

@@ -35,9 +35,10 @@ class RecipeChooser(Vertical):
 
     def on_mount(self) -> None:
         ids = list(self.recipes)
-        if self.current in self.recipes:
-            self.query_one(OptionList).highlighted = ids.index(self.current)
-            self.describe(self.current)
+        current = self.current
+        if current is not None and current in self.recipes:
+            self.query_one(OptionList).highlighted = ids.index(current)
+            self.describe(current)
 
     def describe(self, recipe_id: str) -> None:
         """Show what the recipe is; for a known-broken one, why and what to use instead."""

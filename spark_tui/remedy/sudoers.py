@@ -13,8 +13,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from spark_tui import shell
+
+if TYPE_CHECKING:
+    from spark_tui.kb.schema import Action
 
 # Where DGX OS (Ubuntu 24.04) keeps them: sudo matches the full path, found along its
 # secure_path (/usr/sbin before /usr/bin). Another system: `command -v NAME`.
@@ -57,7 +61,7 @@ def _argv(rendered: str) -> list[str] | None:
     return words
 
 
-def planned_commands(action: object, values: Mapping[str, object] | None = None) -> list:
+def planned_commands(action: Action, values: Mapping[str, object] | None = None) -> list:
     """The commands one action runs on one node (PlannedCommand: command, root), planned
     through the action registry as the engine plans it; a placeholder the node has no
     value for stays `<name>`. [] for an action that needs a recipe or runs none."""
@@ -76,7 +80,7 @@ def planned_commands(action: object, values: Mapping[str, object] | None = None)
     )
     ctx = PlanContext(ClusterConfig(nodes=(node,)), None, node.name, _STAMP_MARK, "sudoers")
     try:
-        planned = kind(action.type).plan(0, action, ctx)  # type: ignore[attr-defined]
+        planned = kind(action.type).plan(0, action, ctx)
     except (SparkTuiError, KeyError, ValueError, TypeError, AttributeError):
         return []  # a relaunch, a recipe patch: no command of its own without a recipe
     return list(planned.commands)
@@ -88,7 +92,7 @@ def root_commands(
     """Every command spark-tui may run as root, as argument vectors, in a stable order.
     `walls`: the knowledge base (default: the one spark-tui loads); `values`: one node's
     placeholder values ({node.fabric_if} …), else those words are `*`."""
-    from spark_tui.kb.schema import EVIDENCE_ITEMS
+    from spark_tui.action_schemas import EVIDENCE_ITEMS
     from spark_tui.remedy.render import evidence_command
 
     if walls is None:

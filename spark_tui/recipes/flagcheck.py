@@ -1,0 +1,158 @@
+"""Check a recipe's engine flags against the engine inside its image, before anything stops.
+
+The image's own `--help` is the authority (`vllm serve --help=all`, or `--help` where a vLLM
+predates sections; `python3 -m sglang.launch_server --help`): it runs in a throw-away container
+on one node (`docker run --rm`, nothing running is touched), its option list is read, and every
+flag the rendered serve command passes is looked up. A flag the engine does not know is
+reported; when the knowledge base knows its new name (knowledge/data/flag-renames.yaml) that
+name is given.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+from spark_tui import paths
+from spark_tui.recipes.model import Recipe
+
+HELP_SCRIPT = {
+    "vllm": "vllm serve --help=all 2>/dev/null || vllm serve --help",
+    "sglang": "python3 -m sglang.launch_server --help",
+}
+_OPTION_LINE = re.compile(r"^ {2}(-{1,2}[A-Za-z0-9][^ ].*?)(?: {2,}|$)")
+_USAGE_OPTION = re.compile(r"\[(-{1,2}[A-Za-z0-9][\w.-]*)")
+# what spark-tui itself writes per node (the engine's multi-node launch): checked like the rest
+_NOT_FLAGS = {"-c"}
+
+
+@dataclass
+class FlagReport:
+    recipe: str
+    image: str
+    node: str
+    engine: str
+    known: int = 0  # options the image's --help lists
+    unknown: list[str] = field(default_factory=list)
+    renamed: dict[str, str] = field(default_factory=dict)  # old -> new spelling
+    error: str = ""  # the check could not run (no answer, no option list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.error and not self.unknown
+
+    def lines(self) -> list[str]:
+        head = f"{self.recipe}: {self.engine} in {self.image} (--help on {self.node})"
+        if self.error:
+            return [f"{head}: not checked: {self.error}"]
+        if not self.unknown:
+            return [f"{head}: every flag is known ({self.known} options)"]
+        out = [f"{head}: {len(self.unknown)} flag(s) this engine does not know:"]
+        for flag in self.unknown:
+            new = self.renamed.get(flag)
+            out.append(f"  {flag}" + (f"  (renamed: use {new})" if new else ""))
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "recipe": self.recipe,
+            "image": self.image,
+            "node": self.node,
+            "engine": self.engine,
+            "ok": self.ok,
+            "known_options": self.known,
+            "unknown": self.unknown,
+            "renamed": self.renamed,
+            "error": self.error,
+        }
+
+
+def help_options(text: str) -> set[str]:
+    """Every option string argparse's --help lists (`--a, --no-a`, `-tp`, usage `[--x X]`)."""
+    found: set[str] = set()
+    for line in text.splitlines():
+        m = _OPTION_LINE.match(line)
+        if m:
+            for part in m.group(1).split(", "):
+                word = part.split(" ", 1)[0].split("=", 1)[0]
+                if word.startswith("-"):
+                    found.add(word)
+        if line.lstrip().startswith(("usage:", "[")):
+            found.update(_USAGE_OPTION.findall(line))
+    found.discard("-h")
+    found.discard("--help")
+    return found
+
+
+def _normal(flag: str, engine: str) -> str:
+    if engine == "vllm" and flag.startswith("--"):
+        name = flag[2:].split(".", 1)[0]  # --compilation-config.mode
+        return "--" + name.replace("_", "-")
+    return flag.split("=", 1)[0]
+
+
+def renames(engine: str) -> dict[str, str]:
+    """old flag -> new spelling, from the knowledge base's rename table."""
+    from spark_tui.yamlfile import load_yaml
+
+    f = paths.builtin_knowledge_dir() / "data" / "flag-renames.yaml"
+    data = load_yaml(f) or {}
+    rows = data.get(engine) or []
+    return {str(r["old"]): str(r["new"]) for r in rows if isinstance(r, dict)}
+
+
+def serve_flags(words: list[str]) -> list[str]:
+    """The flags of a serve command's words after the engine's own prefix (`vllm serve`,
+    `sglang serve`, `python3 -m MODULE`), in order (values left out)."""
+    if len(words) > 2 and words[0].startswith("python") and words[1] == "-m":
+        words = words[3:]
+    elif words[:1] in (["vllm"], ["sglang"]):
+        words = words[2:]
+    return [w.split("=", 1)[0] for w in words if w.startswith("-") and w not in _NOT_FLAGS]
+
+
+def check_words(
+    words: list[str], help_text: str, engine: str
+) -> tuple[int, list[str], dict[str, str]]:
+    """(options known, flags unknown, old -> new spellings) for a serve command's words."""
+    options = help_options(help_text)
+    known = {_normal(o, engine) for o in options}
+    table = renames(engine)
+    unknown: list[str] = []
+    for flag in serve_flags(words):
+        n = _normal(flag, engine)
+        if n in known or flag in unknown:
+            continue
+        if n.startswith("--") and sum(1 for k in known if k.startswith(n)) == 1:
+            continue  # argparse takes an unambiguous prefix (--tp for --tp-size)
+        unknown.append(flag)
+    return len(options), unknown, {f: table[f] for f in unknown if f in table}
+
+
+def serve_words(recipe: Recipe, cluster: Any) -> tuple[str, list[str]]:
+    """(node, the serve command's words) as the head would run them."""
+    from spark_tui.recipes.render import render_plan
+
+    plan = render_plan(recipe, cluster, stamp="check")
+    for step in plan.steps:
+        if step.id != "serve" and not step.id.startswith("serve"):
+            continue
+        words = shlex.split(step.command)
+        if "-c" in words:
+            payload = words[words.index("-c") + 1]
+            words = shlex.split(payload.split(" > ", 1)[0])
+        for start, w in enumerate(words):
+            if w in ("vllm", "sglang") or w.startswith("python"):
+                return step.node, words[start:]
+        return step.node, words
+    return cluster.head.name, []
+
+
+def help_command(recipe: Recipe, image: str) -> str:
+    """The throw-away container that prints the image's own --help."""
+    return (
+        "docker run --rm --gpus all --network host --entrypoint '' "
+        f"{shlex.quote(image)} sh -c {shlex.quote(HELP_SCRIPT[recipe.engine])}"
+    )
