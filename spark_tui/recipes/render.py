@@ -21,7 +21,6 @@ from spark_tui.nodes.cluster import ClusterConfig, NodeConfig
 from spark_tui.recipes.model import ArgValue, Recipe, render_value
 from spark_tui.recipes.plan import LaunchPlan, LaunchStep
 
-FORBIDDEN_DOCKER_ARGS = ("--rm", "--restart")
 _TEMPLATE = re.compile(r"\{([a-z_]+(?:\.[a-z_]+)+)\}")
 LOG_TAIL_LINES = 200
 STACK_LABEL = "spark-tui.recipe"

@@ -23,7 +23,7 @@ from spark_tui.errors import InputError
 from spark_tui.events import ActionProgress
 from spark_tui.kb.schema import Action
 from spark_tui.nodes.cluster import ClusterConfig, NodeConfig
-from spark_tui.nodes.doctor import recipe_model_paths
+from spark_tui.nodes.model_paths import recipe_model_paths
 from spark_tui.nodes.transport import NodeUnreachable
 from spark_tui.recipes.model import Recipe
 from spark_tui.recipes.render import HomePath, word
@@ -50,7 +50,7 @@ def model_dirs(
     recipe: Recipe | None, cluster: ClusterConfig, override: str | None = None
 ) -> list[str]:
     """Where the recipe's model may be on a node's disk, most likely first (the same places the
-    doctor's model-files check reads: spark_tui.nodes.doctor.recipe_model_paths)."""
+    doctor's model-files check reads: spark_tui.nodes.model_paths.recipe_model_paths)."""
     if override:
         return [override]
     if recipe is None:
