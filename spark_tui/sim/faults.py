@@ -21,8 +21,9 @@ class Faults:
     wedge_after_s: float | None = None
     # libnccl.so.2 builds in the serving image: 2 = the OS's and the pip wheel's (nccl-dual-build)
     nccl_builds: int = 1
-    # (k, n): shard k of n is truncated, so every weight load dies there
+    # (k, n): shard k of n is truncated on one node's disk, so every weight load dies there
     corrupt_shard: tuple[int, int] | None = None
+    corrupt_node: str | None = None  # the node whose copy is truncated (None: the last node)
 
     def wedge_at(self, serving_from: float, env: dict[str, str]) -> float | None:
         """When an engine serving from `serving_from` with `env` wedges (None: never).

@@ -94,6 +94,8 @@ class SimNode:
     mounts: list[str] = field(default_factory=list)
     # model checkpoints on the node's disk: host directory -> bytes (`du -sbL` answers them)
     models: dict[str, int] = field(default_factory=dict)
+    # checkpoint shards moved away (`mv`): a moved shard's content lives on in `files`
+    shards_moved: set[str] = field(default_factory=set)
     next_pid: int = 4000
 
     def __post_init__(self) -> None:

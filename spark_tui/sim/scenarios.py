@@ -116,6 +116,7 @@ def _scenario(name: str, body: Any, path: Path, where: int) -> Scenario:
             wedge_after_s=_float_or_none(faults.get("wedge_after_s")),
             nccl_builds=int(faults.get("nccl_builds", 1)),
             corrupt_shard=(int(shard[0]), int(shard[1])) if shard else None,
+            corrupt_node=str(shard[2]) if shard and len(shard) > 2 else None,
         ),
         containers={
             str(n): {str(k): dict(v or {}) for k, v in (named or {}).items()}

@@ -16,6 +16,25 @@ if TYPE_CHECKING:
     from spark_tui.sim.node import SimNode
 
 
+def _short_copies(e: Engine) -> list[SimNode]:
+    """The member nodes whose copy of the engine's checkpoint has a truncated shard: the copy
+    under the user's home, which the serving container mounts."""
+    from spark_tui.sim.shell.context import Ctx
+    from spark_tui.sim.shell.files import truncated_shards
+    from spark_tui.sim.transport import BASE_ENV
+
+    name = "/" + e.spec.model.rstrip("/").rsplit("/", 1)[-1].replace("/", "--")
+    home = BASE_ENV["HOME"] + "/"
+    return [
+        m.node
+        for m in e.members.values()
+        if any(
+            p.startswith(home) and name in p.replace("models--", "/").replace("--", "/")
+            for p in truncated_shards(Ctx(e.world, m.node, env=dict(BASE_ENV)))
+        )
+    ]
+
+
 def plan_load(e: Engine, t: float, kind: str, v: Mapping[str, object]) -> float:
     """Schedule the weight load; returns the time it ends, or -1 when the engine dies in it."""
     weights = max(m.weights_gib for m in e.members.values())
@@ -44,8 +63,10 @@ def plan_load(e: Engine, t: float, kind: str, v: Mapping[str, object]) -> float:
             if fail_p is None or p < fail_p:
                 fail_p, fail_kind, fail_node = p, "nvrm", m.node
     corrupt = e.world.faults.corrupt_shard
-    if corrupt is not None:
-        # a truncated shard: the load dies there every time (safetensors-corrupt-shard)
+    short = _short_copies(e)
+    if corrupt is not None and short:
+        # a truncated shard on a node's disk: the load dies there every time, until that
+        # node's copy is whole again (safetensors-corrupt-shard)
         p = corrupt[0] / corrupt[1]
         if fail_p is None or p < fail_p:
             fail_p, fail_kind, fail_node = p, "corrupt-shard", e.node

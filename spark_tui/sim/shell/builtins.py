@@ -137,7 +137,34 @@ def _timeout(argv: list[str], ctx: Ctx, stdin: str) -> Out:
     )
 
 
+def _xargs(argv: list[str], ctx: Ctx, stdin: str) -> Out:
+    """`xargs [-0] [-r] COMMAND [ARG...]`: runs COMMAND with ARGs and then the items read from
+    stdin (NUL-separated with -0, else blank-separated); with -r, not at all when there are none."""
+    args = argv[1:]
+    nul = no_run = False
+    while args and args[0].startswith("-") and len(args[0]) > 1:
+        flag = args.pop(0)
+        if flag == "--":
+            break
+        if flag in ("--null",):
+            nul = True
+        elif flag in ("--no-run-if-empty",):
+            no_run = True
+        else:
+            nul = nul or "0" in flag
+            no_run = no_run or "r" in flag
+    items = stdin.split("\0") if nul else stdin.split()
+    if nul and items[-1:] == [""]:
+        items.pop()
+    if not items and no_run:
+        return Out(0)
+    r = dispatch([*(args or ["echo"]), *items], ctx.child(), "")
+    # xargs exits 123 when the command failed, 127 when it is not found (GNU findutils)
+    return Out(r.rc if r.rc in (0, 127) else 123, r.out, r.err)
+
+
 COMMANDS = {
+    "xargs": Command(_xargs),
     "exit": Command(_exit),
     "sudo": Command(_sudo),
     "sh": Command(_shell),
@@ -148,7 +175,6 @@ COMMANDS = {
     "printf": Command(_printf),
     "true": Command(_true),
     ":": Command(_true),
-    "cd": Command(_true),
     "false": Command(_false),
     "sleep": Command(_sleep),
     "env": Command(_env),

@@ -35,6 +35,22 @@ class Ctx:
     blocked: bool = False  # a long-running command is still running (foreground)
     deadline: float | None = None  # clock time the caller stops waiting (transport timeout)
     sink_path: str | None = None  # the file a long-running command's output goes to
+    cwd: str | None = None  # the directory `cd` entered (None: where the shell started)
+
+    def path(self, p: str) -> str:
+        """`p` as an absolute path: relative ones from the current directory (or $HOME)."""
+        if p.startswith("/") or p == "-" or self.cwd is None:
+            return p  # before any `cd`, a relative name stays as given (as it always has)
+        base = self.cwd
+        parts: list[str] = [x for x in base.split("/") if x]
+        for part in p.split("/"):
+            if part in ("", "."):
+                continue
+            if part == "..":
+                parts = parts[:-1]
+            else:
+                parts.append(part)
+        return "/" + "/".join(parts)
 
     def child(self, **kw: object) -> Ctx:
         """A subshell: the same place and environment (a copy), its own exit status."""

@@ -49,14 +49,14 @@ def _run_script(script: str, ctx: Ctx, stdin: str, total: Out) -> Out:
         return total
 
 
-OPENERS = {"for": "done", "while": "done", "until": "done", "if": "fi"}
+OPENERS = {"for": "done", "while": "done", "until": "done", "if": "fi", "{": "}"}
 
 
 def _head(p: sh.Pipeline) -> str | None:
     """The first word of a pipeline when it is a reserved word (for, do, done, if, …)."""
     words = p.commands[0].words if p.commands else []
     first = words[0].literal() if words else None
-    return first if first in (*OPENERS, "do", "done", "then", "else", "elif", "fi") else None
+    return first if first in (*OPENERS, "do", "done", "then", "else", "elif", "fi", "}") else None
 
 
 def _without_head(p: sh.Pipeline) -> sh.Pipeline | None:
@@ -81,7 +81,7 @@ def _block(
             return out, i
         if head in OPENERS:
             depth += 1
-        elif head in ("done", "fi"):
+        elif head in ("done", "fi", "}"):
             depth -= 1
         out.append(pipes[i])
         i += 1
@@ -114,6 +114,25 @@ def _run_list(pipes: list[sh.Pipeline], ctx: Ctx, stdin: str, total: Out) -> Out
                 for item in items:
                     ctx.env[var] = item
                     _run_list(body, ctx, stdin, total)
+                total.rc = ctx.last_rc
+            prev_connector, i = pipes[end].connector, end + 1
+            continue
+        if head == "{":  # a group: its commands in this shell, the closing brace's redirects
+            opening = _without_head(p)
+            body, end = _block(pipes, i + 1, ("}",), opening)
+            body = [b for b in (opening, *body) if b is not None]
+            if run:
+                group = Out()
+                _run_list(body, ctx, stdin, group)
+                for r in pipes[end].commands[0].redirs:
+                    target = " ".join(_expand(r.target, ctx))
+                    if r.op in (">", ">>") and target == "/dev/null":
+                        if r.fd in (2, -1):
+                            group.err = ""
+                        if r.fd in (1, -1):
+                            group.out = ""
+                total.out += group.out
+                total.err += group.err
                 total.rc = ctx.last_rc
             prev_connector, i = pipes[end].connector, end + 1
             continue

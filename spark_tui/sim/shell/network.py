@@ -146,7 +146,9 @@ def _ssh(argv: list[str], ctx: Ctx, stdin: str) -> Out:
             "",
             f"ssh: connect to host {target} port 22: {node.down_reason().split(' (')[0].capitalize()}\n",
         )
-    return run_script(" ".join(rest) or "true", Ctx(ctx.world, node), stdin)
+    # the remote command runs in a login shell: its own $HOME and user, in $HOME
+    env = {k: v for k, v in ctx.env.items() if k in ("HOME", "USER", "PATH", "SHELL")}
+    return run_script(" ".join(rest) or "true", Ctx(ctx.world, node, env=env), stdin)
 
 
 def _ping(argv: list[str], ctx: Ctx, stdin: str) -> Out:

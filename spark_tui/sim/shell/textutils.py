@@ -140,7 +140,7 @@ def _tee(argv: list[str], ctx: Ctx, stdin: str) -> Out:
 
 
 def _sort(argv: list[str], ctx: Ctx, stdin: str) -> Out:
-    """`sort [-n] [-r] [-u] [-k N[,M]] [-t SEP] [FILE...]`: coreutils' sort for the fields
+    """`sort [-n] [-r] [-u] [-z] [-k N[,M]] [-t SEP] [FILE...]`: coreutils' sort for the fields
     and flags scripts use (whitespace-separated fields unless -t)."""
     args, files, flags = argv[1:], [], set[str]()
     key: int | None = None
@@ -187,10 +187,14 @@ def _sort(argv: list[str], ctx: Ctx, stdin: str) -> Out:
                 return (0.0, line)
         return (f, line)
 
-    lines = sorted(text.splitlines(), key=order, reverse="r" in flags)
+    end = "\0" if "z" in flags else "\n"  # -z: records end with NUL, not newline
+    records = text.split(end)
+    if records and records[-1] == "":
+        records.pop()
+    lines = sorted(records, key=order, reverse="r" in flags)
     if "u" in flags:
         lines = list(dict.fromkeys(lines))
-    return Out(0, "".join(line + "\n" for line in lines))
+    return Out(0, "".join(line + end for line in lines))
 
 
 COMMANDS = {
