@@ -16,8 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, ClassVar
 
-from spark_tui.events import DiagnosisRaised, DiagnosisResolved, ReachabilityChanged
-from spark_tui.kb.diagnosis import Diagnosis
+from spark_tui.kb.diagnosis import Diagnosis, DiagnosisSnapshot
 
 _OMIT_NONE = {"omit_none": True}  # a field left out of the line while it is None
 
@@ -29,61 +28,6 @@ def iso(t: float) -> str:
 
 def _now() -> float:
     return _time.time()
-
-
-@dataclass(frozen=True)
-class DiagnosisSnapshot:
-    """A diagnosis as it was when reported (`triage --json`'s entry plus node and cause)."""
-
-    wall: str
-    title: str
-    severity: str
-    confidence: str
-    confirm_with: tuple[str, ...]
-    file: str
-    line: int
-    count: int
-    evidence: str
-    fixes: tuple[str, ...]
-    node: str | None
-    cause: str | None
-    resolved: str | None  # how, once it no longer holds
-
-    @classmethod
-    def of(cls, d: Diagnosis) -> DiagnosisSnapshot:
-        return cls(
-            wall=d.wall.id,
-            title=d.wall.title,
-            severity=d.severity,
-            confidence=d.confidence,
-            confirm_with=tuple(d.confirm_with()),
-            file=str(d.source),
-            line=d.line,
-            count=d.count,
-            evidence=d.evidence,
-            fixes=tuple(d.fixes()),
-            node=d.node,
-            cause=d.cause,
-            resolved=None if d.active else d.resolution,
-        )
-
-    def triage_json(self) -> dict[str, Any]:
-        """The object `triage --json` prints for it."""
-        out: dict[str, Any] = {
-            "wall": self.wall,
-            "title": self.title,
-            "severity": self.severity,
-            "confidence": self.confidence,
-            "confirm_with": list(self.confirm_with),
-            "file": self.file,
-            "line": self.line,
-            "count": self.count,
-            "evidence": self.evidence,
-            "fixes": list(self.fixes),
-        }
-        if self.resolved is not None:
-            out["resolved"] = self.resolved
-        return out
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -272,7 +216,7 @@ def line(event: LineEvent) -> dict[str, Any]:
         if value is None and f.metadata.get("omit_none"):
             continue
         if isinstance(value, DiagnosisSnapshot):
-            out.update(value.triage_json())
+            out.update(value.to_json())
             out["node"] = value.node
             if value.cause:
                 out["cause"] = value.cause
@@ -299,18 +243,6 @@ def wall_resolved(d: Diagnosis, when: float | None = None) -> WallResolved:
         how=d.resolution,
         time=_now() if when is None else when,
     )
-
-
-def from_monitor(event: object) -> LineEvent | None:
-    """The line for a monitor event that has one (diagnoses, resolutions, reachability)."""
-    if isinstance(event, DiagnosisRaised):
-        return diagnosis_seen(event.diagnosis, event.time)
-    if isinstance(event, DiagnosisResolved):
-        return wall_resolved(event.diagnosis, event.time)
-    if isinstance(event, ReachabilityChanged):
-        r = event.reachability
-        return NodeReach(node=event.node, reachable=r.reachable, reason=r.reason or None)
-    return None
 
 
 def schema_path() -> Path:

@@ -11,8 +11,6 @@ _w (watts), _mhz. A fact that could not be read is absent, never 0.
 
 from __future__ import annotations
 
-import re
-
 NODE_FACTS: dict[str, str] = {
     # memory, from /proc/meminfo (on GB10 the OS is the only source of memory figures)
     "memory.total_gib": "MemTotal",
@@ -132,8 +130,3 @@ GIB = float(1 << 30)
 
 def gib(n_bytes: float | int | None) -> float | None:
     return None if n_bytes is None else float(n_bytes) / GIB
-
-
-def flag_key(flag: str) -> str:
-    """Normalise a serve flag for fact paths: '--enforce-eager' stays '--enforce-eager'."""
-    return re.sub(r"\s+", "", flag)

@@ -54,8 +54,11 @@ if TYPE_CHECKING:
     from spark_tui.nodes.doctor import DoctorReport
     from spark_tui.recipes.fit import FitReport
     from spark_tui.recipes.flagcheck import FlagReport
+    from spark_tui.recipes.loader import RecipeBook
     from spark_tui.recipes.model import Recipe
     from spark_tui.recipes.revisions import Served
+    from spark_tui.remedy.evidence import AutoEvidence
+    from spark_tui.sim.cluster import SimCluster
 
 Listener = Callable[[Event], None]
 Progress = Callable[[ActionProgress], None]
@@ -117,7 +120,7 @@ class Session:
         kb: KnowledgeBase,
         state: StateDir,
         *,
-        sim: Any = None,
+        sim: SimCluster | None = None,
         scenario: str | None = None,
         no_cluster_yaml: bool = False,
         recipe_id: str | None = None,
@@ -138,9 +141,9 @@ class Session:
         self._listen_lock = threading.Lock()
         self._recipe_id = recipe_id
         self._recipe: Recipe | None = None
-        self._book: Any = None
+        self._book: RecipeBook | None = None
         self._bringup: GuidedBringUp | None = None
-        self._evidence: Any = None
+        self._evidence: AutoEvidence | None = None
         self._last_launch_at: float | None = None
         self._last_tok_s: float | None = None
         self._preview_cache: dict[tuple, list[str]] = {}
@@ -260,7 +263,7 @@ class Session:
         return f"{self.config.source} ({nodes})"
 
     # ---- recipes -----------------------------------------------------------------------
-    def recipes(self) -> Any:
+    def recipes(self) -> RecipeBook:
         """The recipe book: built-in, the user's (not in a simulation), this session's
         revisions; a simulation's scenario recipe as the scenario plays it."""
         if self._book is None:
@@ -317,9 +320,9 @@ class Session:
         deployment already running that spark-tui did not start)."""
         return self.sim is not None and self.sim.recipe is not None and self.sim.scenario.launch
 
-    def running_engine(self) -> tuple[str, Any] | None:
-        """(node, EngineProcess) of the serving engine running now, whoever started it (the
-        head's first): read from each node's processes."""
+    def running_engine(self) -> tuple[str, NodeState] | None:
+        """(node, its readings) of the node whose serving engine runs now (`.engine`),
+        whoever started it (the head's first): read from each node's processes."""
         from spark_tui.nodes.sampler import sample
 
         states = self.states() or {
@@ -366,6 +369,7 @@ class Session:
             )
         node, state = found
         engine = state.engine
+        assert engine is not None  # running_engine found one there
         from spark_tui import shell
 
         res = self.transports[node].run(
@@ -718,7 +722,8 @@ class Session:
     def doctor(self) -> DoctorReport:
         """Read-only preflight of every node; its readings feed the monitor's walls too, so
         the doctor and the walls list never disagree."""
-        from spark_tui.nodes.doctor import recipe_model_paths, run_doctor
+        from spark_tui.nodes.doctor import run_doctor
+        from spark_tui.nodes.model_paths import recipe_model_paths
 
         recipe = self.recipe()
         report = run_doctor(
@@ -757,7 +762,8 @@ class Session:
         measured = None
         head = self.config.head
         if recipe.model.checkpoint_bytes is None and states.get(head.name, None) is not None:
-            from spark_tui.nodes.doctor import model_size, recipe_model_paths
+            from spark_tui.nodes.doctor import model_size
+            from spark_tui.nodes.model_paths import recipe_model_paths
 
             paths = recipe_model_paths(recipe.model.path, recipe.volumes, self.config.models_dir)
             if states[head.name].reachable and paths:

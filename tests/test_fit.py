@@ -250,6 +250,27 @@ def test_the_recipes_that_served_in_their_seeds_fit(rid, fraction):
         assert all(n.object_store_bytes == 2147483648 for n in report.nodes)
 
 
+def test_a_fixed_kv_cache_size_replaces_the_utilization():
+    """vLLM's kv_cache_memory_bytes 'ignores gpu_memory_utilization' and skips the free-memory
+    check at start: a node with 16 GB taken by others fits the tiny CPU recipe (it asks for 256
+    MiB of KV), where 0.88 of the device would not be free."""
+    services = {"spark1": {"services_gib": 16 * GB / GIB}}
+    fixed = fit_on_sim(recipe("tiny-llama-cpu-vllm"), **services)
+    assert fixed.fits, fixed.to_text()
+    assert fixed.nodes[0].kv_cache_bytes == 268435456
+    utilization = fit_on_sim(
+        recipe(
+            "tiny-llama-cpu-vllm",
+            sets=("serve.--kv-cache-memory-bytes=null", "serve.--gpu-memory-utilization=0.88"),
+        ),
+        **services,
+    )
+    assert (utilization.nodes[0].fits, utilization.nodes[0].wall) == (
+        False,
+        "vllm-free-memory-low",
+    )
+
+
 EUGR_GLM = Path(__file__).parent / "data/eugr-358bf26/recipes/glm-4.7-flash-awq.yaml"
 
 

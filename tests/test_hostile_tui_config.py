@@ -104,3 +104,29 @@ def test_a_cluster_yaml_that_cannot_be_read_opens_an_app_that_says_why(
         assert app.return_value == 2
 
     _run(config, check)
+
+
+def test_a_big_cluster_gets_a_dozen_panes_and_one_line_for_the_rest() -> None:
+    """40 simulated nodes: panes for the head and the first nodes, the rest counted in one
+    line (500 nodes' first frame and threads are measured in bench/README.md)."""
+    from spark_tui.session import Session
+    from spark_tui.tui.app import SparkTuiApp
+    from spark_tui.tui.screens.main_screen import PANE_LIMIT
+    from spark_tui.tui.widgets.node_pane import NodePane
+
+    session = Session.open(None, scenario="healthy", sim_nodes=40, speed=20.0)
+
+    async def scenario() -> None:
+        app = SparkTuiApp(session)
+        async with app.run_test(size=(160, 50)):
+            screen = app.main_screen
+            assert len(screen.query(NodePane)) == PANE_LIMIT
+            assert screen.query_one("#node-spark1", NodePane)  # the head has one
+            assert str(screen.query_one("#more-nodes").render()).startswith(
+                f"+{40 - PANE_LIMIT} more nodes"
+            )
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        session.close()

@@ -9,7 +9,7 @@ from pathlib import Path
 from spark_tui.nodes.cluster import ClusterConfig, NodeConfig
 from spark_tui.recipes.loader import load_recipes
 from spark_tui.remedy.actions import kind
-from spark_tui.remedy.actions.model_copies import compare, list_command, model_dir, parse_listing
+from spark_tui.remedy.actions.model_copies import compare, list_command, model_dirs, parse_listing
 
 
 def _sh(cmd: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -27,7 +27,7 @@ def test_listing_gives_size_and_sha256_per_shard(tmp_path: Path) -> None:
     d = _model(tmp_path / "m", {"a.safetensors": b"x" * 10, "sub dir": b""})
     (d / "sub dir").unlink()
     (d / "b c.safetensors").write_bytes(b"yz")
-    res = _sh(list_command(str(d)))
+    res = _sh(list_command([str(tmp_path / "absent"), str(d)]))
     assert res.returncode == 0, res.stderr
     got = parse_listing(res.stdout)
     assert got == {
@@ -61,13 +61,16 @@ def test_model_dir_follows_the_recipe_volume() -> None:
     book = load_recipes(use_user=False, use_revisions=False)
     nodes = (NodeConfig(name="a", host="a", role="head"), NodeConfig(name="b", host="b"))
     cluster = ClusterConfig(nodes=nodes, models_dir="/root/models")
-    assert model_dir(book.get("tiny-llama-cpu-vllm"), cluster) == "/root/models/tiny-llama"
-    # a Hugging Face id under the hub cache
+    assert model_dirs(book.get("tiny-llama-cpu-vllm"), cluster) == ["/root/models/tiny-llama"]
+    # a Hugging Face id: the hub cache layout first, then a plain directory
     qwen = book.get("qwen3.6-27b-fp8-vllm")
-    assert model_dir(qwen, cluster) == "/root/models/hub/models--Qwen--Qwen3.6-27B-FP8"
+    assert model_dirs(qwen, cluster) == [
+        "/root/models/hub/models--Qwen--Qwen3.6-27B-FP8",
+        "/root/models/Qwen/Qwen3.6-27B-FP8",
+    ]
 
 
 def test_the_action_is_in_the_registry_and_previews_its_commands() -> None:
     k = kind("verify-model-copies")
-    assert k.min_risk == "disruptive" and k.validate({"dir": "relative"})
+    assert k.schema.min_risk == "disruptive" and k.schema.validate({"dir": "relative"})
     assert any("sha256sum" in line for line in k.generic_lines({}))

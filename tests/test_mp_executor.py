@@ -330,3 +330,18 @@ def test_the_simulator_launches_the_recipe_each_way(profile):
                 "docker exec ray-worker tail -n 200 /tmp/vllm-serve.log"
             )
             assert "rank 1 in world size 2 is assigned as" in worker.stdout
+
+
+def test_an_engine_per_node_waits_for_each_nodes_own_rank_0():
+    """tiny-llama-cpu-vllm-2node: tensor x pipeline parallel 1 on two nodes, no group across
+    them (vLLM's CPU build serves no dense model across nodes): each node's engine prints its
+    own 'rank 0 in world size 1' (the real engine's line, tests/real)."""
+    r = load_recipes(use_user=False, use_revisions=False).get("tiny-llama-cpu-vllm-2node")
+    plan = render_plan(r, cluster_of(2))
+    joins = [s for s in plan.steps if s.id == "wait-join"]
+    assert [(s.node, s.expect) for s in joins] == [
+        (n, "rank 0 in world size 1 is assigned as") for n in ("spark1", "spark2")
+    ]
+    assert all("own engine" in s.title for s in joins)
+    serves = [s for s in plan.steps if s.id == "serve"]
+    assert len(serves) == 2 and all("--nnodes" not in s.command for s in serves)

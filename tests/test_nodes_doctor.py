@@ -12,7 +12,8 @@ from spark_tui.clock import RealClock
 from spark_tui.entry import main
 from spark_tui.kb.loader import load_knowledge
 from spark_tui.nodes.cluster import ClusterConfig, NodeConfig
-from spark_tui.nodes.doctor import recipe_model_paths, run_doctor
+from spark_tui.nodes.doctor import run_doctor
+from spark_tui.nodes.model_paths import recipe_model_paths
 from tests.sshd_nodes import SshdCluster, sshd_cluster  # noqa: F401
 from tests.test_nodes_monitor import RAY_HEAD_PS
 

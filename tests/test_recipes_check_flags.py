@@ -29,7 +29,12 @@ def test_the_option_lists_of_the_real_help_texts() -> None:
     assert {"--max-model-len", "--tensor-parallel-size", "-tp", "--enable-prefix-caching"} <= vllm
     assert "--no-enable-prefix-caching" in vllm and "--mem-fraction-static" not in vllm
     sglang = flagcheck.help_options((HELP / "sglang-0.5.23-launch-server-help.txt").read_text())
-    assert {"--tp-size", "--tensor-parallel-size", "--mem-fraction-static", "--dist-init-addr"} <= sglang
+    assert {
+        "--tp-size",
+        "--tensor-parallel-size",
+        "--mem-fraction-static",
+        "--dist-init-addr",
+    } <= sglang
     assert "--gpu-memory-utilization" not in sglang and "--master-addr" not in sglang
     assert len(vllm) > 300 and len(sglang) > 400
 
@@ -101,9 +106,13 @@ def test_a_recipe_whose_flags_the_image_knows_passes_and_nothing_is_stopped(
     assert code == 0 and "every flag is known" in out
     recipe = load_recipes().get("minimax-m2.7-nvfp4-vllm-tp2")
     with open_cluster(None, sim_nodes=recipe.nodes) as session:
-        before = {n: session.transports[n].run("docker ps -a -q").stdout for n in ("spark1", "spark2")}
+        before = {
+            n: session.transports[n].run("docker ps -a -q").stdout for n in ("spark1", "spark2")
+        }
         report = session.check_flags(recipe)
-        after = {n: session.transports[n].run("docker ps -a -q").stdout for n in ("spark1", "spark2")}
+        after = {
+            n: session.transports[n].run("docker ps -a -q").stdout for n in ("spark1", "spark2")
+        }
         records = [e for e in session.journal.entries() if e.get("action") == "check-flags"]
     assert report.ok and report.known > 300 and report.node == "spark1"
     assert before == after  # the throw-away container is gone, nothing else changed
@@ -113,9 +122,7 @@ def test_a_recipe_whose_flags_the_image_knows_passes_and_nothing_is_stopped(
 
 
 def test_no_image_is_one_clear_line(capsys: pytest.CaptureFixture[str]) -> None:
-    rid = user_recipe(
-        "no-image", SGLANG_OLD_NAMES.replace("image: lmsysorg/sglang:v0.5.12\n", "")
-    )
+    rid = user_recipe("no-image", SGLANG_OLD_NAMES.replace("image: lmsysorg/sglang:v0.5.12\n", ""))
     code = main(["recipes", "check-flags", rid])
     captured = capsys.readouterr()
     assert code != 0

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from spark_tui.kb.loader import load_knowledge
-from spark_tui.nodes.doctor import recipe_model_paths, run_doctor
+from spark_tui.nodes.doctor import run_doctor
+from spark_tui.nodes.model_paths import recipe_model_paths
 from spark_tui.sim import SteppedClock, build_sim_cluster
 
 

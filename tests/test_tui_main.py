@@ -260,3 +260,32 @@ def test_mouse_click_on_a_node_tails_its_log() -> None:
             assert "log: spark2" in str(app.screen.query_one("#log-title").render())
 
     asyncio.run(scenario())
+
+
+def test_r_previews_the_rollback_to_what_last_served_and_asks() -> None:
+    asyncio.run(_test_r_previews_the_rollback_to_what_last_served_and_asks())
+
+
+async def _test_r_previews_the_rollback_to_what_last_served_and_asks() -> None:
+    from dataclasses import replace
+
+    from spark_tui.recipes.revisions import mark_served
+    from spark_tui.tui.screens.confirm_modal import ConfirmModal
+
+    app = SnapshotApp()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        session = app.session
+        recipe = session.recipe()
+        await pilot.press("R")  # nothing served yet: one clear line, nothing asked
+        await pilot.pause()
+        assert not isinstance(app.screen, ConfirmModal)
+        assert any("never served" in str(n.message) for n in app._notifications)
+        mark_served(session.revisions, replace(recipe, image="vllm-node:known-good"), 40.0)
+        await pilot.press("R")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmModal)
+        assert "+image: vllm-node:known-good" in app.screen.prompt
+        await pilot.press("n")  # cancelled: the recipe is unchanged
+        await pilot.pause()
+        assert session.revisions.current(recipe.id) is None

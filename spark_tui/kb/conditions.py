@@ -134,10 +134,6 @@ def parse_condition(text: str) -> Condition:
     return Condition(m["path"], m["op"], _parse_value(m["value"]), text.strip())
 
 
-def all_hold(conditions: tuple[Condition, ...], facts: Mapping[str, object]) -> bool:
-    return all(c.holds(facts) for c in conditions)
-
-
 class HoldTracker:
     """Tracks since when a set of conditions has held, per key (wall, node).
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from spark_tui.kb.conditions import Condition
 from spark_tui.kb.schema import (
@@ -96,24 +96,67 @@ class Diagnosis:
     def fixes(self) -> tuple[str, ...]:
         return self.fix_ids or tuple(f.id for f in self.wall.fixes)
 
-    def to_json(self) -> dict[str, object]:
+    def to_json(self) -> dict[str, Any]:
         """The object `triage --json` prints (docs/json.md); a resolved one says how."""
-        out: dict[str, object] = {
-            "wall": self.wall.id,
-            "title": self.wall.title,
+        return DiagnosisSnapshot.of(self).to_json()
+
+
+@dataclass(frozen=True)
+class DiagnosisSnapshot:
+    """A diagnosis as it was when reported (`triage --json`'s entry plus node and cause)."""
+
+    wall: str
+    title: str
+    severity: str
+    confidence: str
+    confirm_with: tuple[str, ...]
+    file: str
+    line: int
+    count: int
+    evidence: str
+    fixes: tuple[str, ...]
+    node: str | None
+    cause: str | None
+    resolved: str | None  # how, once it no longer holds
+    reason: str | None = None  # why only suspected
+
+    @classmethod
+    def of(cls, d: Diagnosis) -> DiagnosisSnapshot:
+        return cls(
+            wall=d.wall.id,
+            title=d.wall.title,
+            severity=d.severity,
+            confidence=d.confidence,
+            confirm_with=tuple(d.confirm_with()),
+            file=str(d.source),
+            line=d.line,
+            count=d.count,
+            evidence=d.evidence,
+            fixes=tuple(d.fixes()),
+            node=d.node,
+            cause=d.cause,
+            resolved=None if d.active else d.resolution,
+            reason=d.reason if d.reason and d.confidence == SUSPECTED else None,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The object `triage --json` prints for it."""
+        out: dict[str, Any] = {
+            "wall": self.wall,
+            "title": self.title,
             "severity": self.severity,
             "confidence": self.confidence,
-            "confirm_with": self.confirm_with(),
-            "file": self.source,
+            "confirm_with": list(self.confirm_with),
+            "file": self.file,
             "line": self.line,
             "count": self.count,
             "evidence": self.evidence,
-            "fixes": list(self.fixes()),
+            "fixes": list(self.fixes),
         }
-        if self.reason and self.confidence == SUSPECTED:
+        if self.reason is not None:
             out["reason"] = self.reason
-        if not self.active:
-            out["resolved"] = self.resolution
+        if self.resolved is not None:
+            out["resolved"] = self.resolved
         return out
 
 

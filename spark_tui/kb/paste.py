@@ -142,7 +142,6 @@ def crosses(span: tuple[int, int], spans: Sequence[tuple[int, int]]) -> int | No
 
 SPLIT_LITERAL = 9  # a literal this long is looked for split by a wrap (shorter: whole only)
 TAIL_LITERAL = 12  # that many bytes or more of a literal's second half: looked for as one
-PREFIX_ROOM = 48  # room for a repeated logger prefix and colour codes before a continuation
 MIN_REST = 5  # a continuation starting with less of a literal is too common to look for
 HEAD_AT = 10  # a literal split after this many bytes or more is found by its head (what ends
 # the line), which a prefix or colour codes on the next line cannot hide

@@ -29,7 +29,6 @@ SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
 # words), or `suspected` (a symptom that other walls share, or a wall whose main
 # evidence is readings); readings that agree make it `confirmed`.
 CONFIRMED, FROM_LOG, SUSPECTED = "confirmed", "from-log", "suspected"
-CONFIDENCES: tuple[str, ...] = (CONFIRMED, FROM_LOG, SUSPECTED)
 CONFIDENCE_RANK = {CONFIRMED: 0, FROM_LOG: 1, SUSPECTED: 2}
 CONFIDENCE_WORDS = {CONFIRMED: "confirmed", FROM_LOG: "from the log", SUSPECTED: "suspected"}
 

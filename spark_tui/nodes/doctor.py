@@ -23,7 +23,7 @@ from spark_tui.clock import Clock
 from spark_tui.kb.loader import parse_wall
 from spark_tui.kb.schema import Wall
 from spark_tui.nodes import commands
-from spark_tui.nodes.cluster import DEFAULT_MODELS_DIR, ClusterConfig, NodeConfig
+from spark_tui.nodes.cluster import ClusterConfig, NodeConfig
 from spark_tui.nodes.rules import CLUSTER, RECIPE, RuleEngine, cluster_facts
 from spark_tui.nodes.sampler import fabric_address, sample
 from spark_tui.nodes.state import NodeState
@@ -590,44 +590,3 @@ def _model_files(
             "container (/root/.cache/huggingface/…) or download it with huggingface-cli",
         )
     return Check("model-files", None, PASS, text)
-
-
-def recipe_model_paths(
-    model_path: str, volumes: Iterable[str], models_dir: str = DEFAULT_MODELS_DIR
-) -> list[str]:
-    """Where a recipe's model lives on the nodes (host side), from the path the serve
-    command loads inside the container and the recipe's `HOST:CONTAINER` volumes
-    (`{cluster.models_dir}` is cluster.yaml's models_dir).
-
-    A Hugging Face id is looked up in the container's HF cache: the hub layout
-    `huggingface-cli download` writes (hub/models--ORG--NAME/snapshots/REV/), where the
-    engine loads it from, then a plain directory ORG/NAME there (`--local-dir`, a copy).
-    Both places are returned, the hub first. `$HOME/` becomes `~/`.
-    """
-    if not model_path.startswith("/"):
-        if model_path.count("/") != 1:
-            return []
-        hub = "/root/.cache/huggingface/hub/models--" + model_path.replace("/", "--")
-        plain = "/root/.cache/huggingface/" + model_path
-        return [
-            p for inside in (hub, plain) for p in recipe_model_paths(inside, volumes, models_dir)
-        ]
-    volumes = [v.replace("{cluster.models_dir}", models_dir) for v in volumes]
-    inside = model_path
-    best: tuple[int, str] | None = None
-    for volume in volumes:
-        parts = volume.split(":")
-        if len(parts) < 2:
-            continue
-        host, container = parts[0], parts[1].rstrip("/")
-        if (inside == container or inside.startswith(container + "/")) and (
-            best is None or len(container) > best[0]
-        ):
-            best = (len(container), host + inside[len(container) :])
-    if best is None:
-        return [inside]
-    host_path = best[1]
-    for home in ("$HOME/", "${HOME}/"):
-        if host_path.startswith(home):
-            host_path = "~/" + host_path[len(home) :]
-    return [host_path]

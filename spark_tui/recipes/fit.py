@@ -414,7 +414,30 @@ def _fit_node(
     budget = int(frac * device)
     wall: str | None = None
     reason = ""
-    if recipe.engine == "vllm":
+    fixed_kv = _number(recipe, "--kv-cache-memory-bytes") if recipe.engine == "vllm" else None
+    if fixed_kv is not None:
+        # vLLM's CacheConfig: kv_cache_memory_bytes "ignores gpu_memory_utilization", and the
+        # worker's free-memory check at start runs only when it is None (v1/worker/*_worker.py)
+        kv = int(fixed_kv)
+        budget = (weights or 0) + overhead + kv
+        hold = budget + store
+        if hold > available:
+            wall, reason = (
+                "nvrm-oom",
+                (
+                    f"the weights, runtime and --kv-cache-memory-bytes ({_gib(kv)} GiB) + "
+                    f"{_gib(store)} GiB Ray object store = {_gib(hold)} GiB > "
+                    f"{_gib(available)} GiB available"
+                ),
+            )
+        elif need is not None and kv < need:
+            reason = (
+                f"--kv-cache-memory-bytes gives {_gib(kv)} GiB for KV; one sequence of the "
+                f"context needs {_gib(need)} GiB (vLLM refuses to start)"
+            )
+        largest = _floor2(min(0.99, (available - store) / device)) if device else None
+        kv_bytes = kv
+    elif recipe.engine == "vllm":
         kv = budget - (weights or 0) - overhead  # what the utilization leaves for KV
         hold = budget + store
         if weights is not None and weights + overhead > budget:

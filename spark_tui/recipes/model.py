@@ -171,7 +171,7 @@ def parallel_size(args: Mapping[str, ArgValue], flags: tuple[str, ...]) -> int |
         value = args.get(flag)
         if value is not None and value is not True:  # 1 == True: not `in`
             try:
-                return int(value)  # type: ignore[arg-type]
+                return int(value)
             except (TypeError, ValueError):
                 return None
     return None

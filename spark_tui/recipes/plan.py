@@ -109,9 +109,6 @@ class LaunchPlan:
                 seen.append(s.node)
         return seen
 
-    def steps_for(self, node: str) -> list[LaunchStep]:
-        return [s for s in self.steps if s.node == node]
-
     def phase(self, phase: str) -> list[LaunchStep]:
         return [s for s in self.steps if s.phase == phase]
 

@@ -21,7 +21,6 @@ from spark_tui.nodes.cluster import ClusterConfig, NodeConfig
 from spark_tui.recipes.model import ArgValue, Recipe, render_value
 from spark_tui.recipes.plan import LaunchPlan, LaunchStep
 
-FORBIDDEN_DOCKER_ARGS = ("--rm", "--restart")
 _TEMPLATE = re.compile(r"\{([a-z_]+(?:\.[a-z_]+)+)\}")
 LOG_TAIL_LINES = 200
 STACK_LABEL = "spark-tui.recipe"
@@ -466,6 +465,8 @@ def render_plan(
                 )
             )
             logs[n.name] = (tail,)
+        # an engine on each node (tensor x pipeline parallel size below the node count)
+        replicas = recipe.engine == "vllm" and (recipe.tp or 1) * (recipe.pp or 1) < size
         for n in nodes if size > 1 else ():  # one node: no group to join
             rank = int(vals[n.name]["node.rank"])  # type: ignore[call-overload]  # node.rank is an int among the placeholder values
             name = container[n.name]
@@ -475,8 +476,12 @@ def render_plan(
                     "wait-join",
                     "launch",
                     n.name,
-                    f"wait for rank {rank} to join the {size}-node group "
-                    f"({line!r} in {name}'s log)",
+                    (
+                        f"wait for {n.name}'s own engine to set up its ranks "
+                        if replicas
+                        else f"wait for rank {rank} to join the {size}-node group "
+                    )
+                    + f"({line!r} in {name}'s log)",
                     "wait-line",
                     shell.join(["docker", "exec", name, "tail", "-n", "200", recipe.serve.log]),
                     timeout_s=min(900.0, recipe.serve.startup_timeout_s),

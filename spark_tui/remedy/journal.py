@@ -111,10 +111,6 @@ class Journal:
             "directory)"
         )
 
-    def check_writable(self) -> None:
-        """Raise JournalUnwritable now if a record could not be written (before a plan runs)."""
-        self.append(event="check")
-
     # ---- commands, write-ahead -------------------------------------------------------
     @contextlib.contextmanager
     def command(

@@ -7,7 +7,7 @@ forum post or a GitHub issue as it is.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -226,7 +226,3 @@ def versions_from_sections(sections: Mapping[str, tuple[int, str]]) -> dict[str,
         first = text.strip().splitlines()[0] if text.strip() else ""
         out[name] = first if rc == 0 and first else ("not installed" if rc == 127 else "?")
     return out
-
-
-def merge_diagnoses(*groups: Iterable[Diagnosis]) -> list[Diagnosis]:
-    return [d for g in groups for d in g]

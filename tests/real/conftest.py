@@ -107,6 +107,8 @@ def real_cluster() -> Iterator[RealCluster]:
         if IN_CI:
             pytest.fail(f"{why}: .ci/run must install it")
         pytest.skip(why)
+    # from a clean slate: every node's own fresh copy of the model, no container left
+    subprocess.run([str(CLUSTER_SH), "down"], capture_output=True, timeout=300)
     res = subprocess.run(
         [str(CLUSTER_SH), "up", "--nodes", "2"],
         capture_output=True,

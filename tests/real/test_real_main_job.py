@@ -47,6 +47,8 @@ def test_harness_nodes_are_separate_machines(real_cluster: RealCluster) -> None:
     c.exec("spark1", "pkill -f 'sleep 4242'", check=False)
     # the fabric: spark2 reaches spark1's sshd over the bridge, host key checked
     assert c.exec("spark2", "ssh real-spark1 hostname").strip() == "spark1"
+    # up again is a no-op naming the same cluster.yaml
+    assert c.sh("up", "--nodes", "2").strip().splitlines()[-1] == str(c.config)
 
 
 def test_up_from_nothing_to_serving(real_cluster: RealCluster) -> None:
@@ -108,3 +110,80 @@ def test_stop_leaves_no_engine_container(real_cluster: RealCluster) -> None:
     assert json_lines(res.stdout)[-1]["ok"] is True
     for node in c.nodes:
         assert _no_engine_container(c, node)
+
+
+def test_a_deployment_started_by_hand_as_eugr_starts_one_is_found_and_tailed(
+    real_cluster: RealCluster,
+) -> None:
+    """eugr's launcher keeps a container named vllm_node and runs the engine in it with
+    `docker exec`, its output in a file inside the container: found from the process, tailed."""
+    c = real_cluster
+    c.exec(
+        "spark1",
+        "docker rm -f vllm_node >/dev/null 2>&1; docker run -d --name vllm_node --network host "
+        "--gpus all --ipc=host -v /root/models:/models vllm-cpu:0.32.0 sleep infinity && "
+        "docker exec -d vllm_node sh -c 'python -m vllm.entrypoints.openai.api_server "
+        "--model /models/tiny-llama --port 8000 --max-model-len 512 "
+        "--kv-cache-memory-bytes 268435456 --enforce-eager > /tmp/vllm.log 2>&1'",
+    )
+
+    def healthy() -> bool:
+        out = c.exec(
+            "spark1", "curl -s -o /dev/null -w '%{http_code}' localhost:8000/health", check=False
+        )
+        return out.strip() == "200"
+
+    c.wait_for("the hand-started engine answers /health", healthy)
+    res = spark_tui("status", "--config", str(c.config), "--json", timeout=120)
+    head = next(n for n in json_lines(res.stdout)[0]["nodes"] if n["name"] == "spark1")
+    assert head["phase"] == "serving" and head["model"] == "/models/tiny-llama", head
+    assert head["port"] == 8000
+    # watch follows the engine's own log file inside vllm_node: a request's access line shows
+    proc = subprocess.Popen(
+        ["python", "-m", "spark_tui", "watch", "--json", "--config", str(c.config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "SPARK_TUI_DEBUG_LOG": "/dev/null"},
+        cwd=ROOT,
+    )
+    try:
+        out, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    assert "Traceback" not in err
+    assert [e for e in json_lines(out) if e.get("severity") == "error"] == []
+    res = spark_tui("stop", "--config", str(c.config), "--yes", "--json", timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert _no_engine_container(c, "spark1")
+
+
+def test_a_truncated_shard_on_one_node_is_named_and_repaired_from_the_other(
+    real_cluster: RealCluster,
+) -> None:
+    """The shard truncated by hand on spark2: the real engine's log names it, the fix compares
+    every shard's size and sha256 across the nodes, copies spark1's over spark2's (the old one
+    moved aside), and the relaunch serves."""
+    c = real_cluster
+    shard = "/root/models/tiny-llama/model-00002-of-00004.safetensors"
+    whole = c.exec("spark1", f"sha256sum {shard}").split()[0]
+    c.exec("spark2", f"truncate -s 1000 {shard}")
+    res = spark_tui(
+        "up", "--config", str(c.config), "--yes", "--json", timeout=2 * ENGINE_TIMEOUT_S + 300
+    )
+    events = json_lines(res.stdout)
+    assert res.returncode == 0, res.stderr[-3000:]
+    named = [
+        e for e in events if e["event"] == "diagnosis" and e["wall"] == "safetensors-corrupt-shard"
+    ]
+    assert named and named[0]["node"] == "spark2", events
+    fixes = [e for e in events if e["event"] == "fix" and e["wall"] == "safetensors-corrupt-shard"]
+    assert fixes and fixes[0]["fix"] == "repair-from-peer" and fixes[0]["ok"], events
+    done = events[-1]
+    assert done["event"] == "done" and done["serving"] is True, events
+    assert c.exec("spark2", f"sha256sum {shard}").split()[0] == whole
+    # the damaged copy was moved aside, not deleted
+    assert "spark-tui-backup" in c.exec("spark2", "ls /root/models/tiny-llama")
+    res = spark_tui("stop", "--config", str(c.config), "--yes", "--json", timeout=300)
+    assert res.returncode == 0

@@ -23,9 +23,10 @@ from spark_tui.errors import InputError
 from spark_tui.events import ActionProgress
 from spark_tui.kb.schema import Action
 from spark_tui.nodes.cluster import ClusterConfig, NodeConfig
+from spark_tui.nodes.model_paths import recipe_model_paths
 from spark_tui.nodes.transport import NodeUnreachable
 from spark_tui.recipes.model import Recipe
-from spark_tui.recipes.render import HomePath, substitute, word
+from spark_tui.recipes.render import HomePath, word
 from spark_tui.remedy.actions.base import (
     ActionKind,
     PlanContext,
@@ -45,29 +46,19 @@ _SIZE = re.compile(r"^size (\d+) \./(.+)$")
 _SHA = re.compile(r"^([0-9a-f]{64})  \./(.+)$")
 
 
-def model_dir(recipe: Recipe | None, cluster: ClusterConfig, override: str | None = None) -> str:
-    """Where the recipe's model is on a node's disk: the host side of the volume that holds
-    model.path, or the Hugging Face cache entry (hub/models--ORG--NAME) of model.id under the
-    volume mounted at a huggingface directory, else models_dir itself."""
+def model_dirs(
+    recipe: Recipe | None, cluster: ClusterConfig, override: str | None = None
+) -> list[str]:
+    """Where the recipe's model may be on a node's disk, most likely first (the same places the
+    doctor's model-files check reads: spark_tui.nodes.model_paths.recipe_model_paths)."""
     if override:
-        return override
-    models_dir = cluster.models_dir
+        return [override]
     if recipe is None:
-        return models_dir
-    mounts: list[tuple[str, str]] = []
-    for vol in recipe.volumes:
-        filled = substitute(vol, {"cluster.models_dir": models_dir}, recipe, "model")
-        parts = filled.split(":")
-        if len(parts) >= 2:
-            mounts.append((parts[0], parts[1].rstrip("/") or "/"))
-    path = recipe.model.path or recipe.model.id
-    if path.startswith("/"):
-        for host, inside in mounts:
-            if path == inside or path.startswith(inside + "/"):
-                return host.rstrip("/") + path[len(inside) :]
-        return path
-    hub = next((h for h, inside in mounts if inside.rstrip("/").endswith("huggingface")), None)
-    return (hub or models_dir).rstrip("/") + "/hub/models--" + recipe.model.id.replace("/", "--")
+        return [cluster.models_dir]
+    paths = recipe_model_paths(
+        recipe.model.path or recipe.model.id, recipe.volumes, cluster.models_dir
+    )
+    return paths or [cluster.models_dir]
 
 
 def _dir_word(path: str) -> str:
@@ -76,23 +67,29 @@ def _dir_word(path: str) -> str:
     return word(path)
 
 
-def list_command(path: str) -> str:
+def _cd(paths: list[str]) -> str:
+    """Enter the first of the model's places that exists on this node."""
+    if len(paths) == 1:
+        return f"cd {_dir_word(paths[0])}"
+    return "{ " + " || ".join(f"cd {_dir_word(p)}" for p in paths) + "; } 2>/dev/null"
+
+
+def list_command(paths: list[str]) -> str:
     """Every shard under the model directory: `size N ./REL` lines, then `SHA256  ./REL`."""
     find = f"find -L . -type f -name {shell.quote(PATTERN)} -print0 | sort -z"
     return (
-        f"cd {_dir_word(path)} && {find} | xargs -0r stat -Lc 'size %s %n' && "
-        f"{find} | xargs -0r sha256sum"
+        f"{_cd(paths)} && {find} | xargs -0r stat -Lc 'size %s %n' && {find} | xargs -0r sha256sum"
     )
 
 
-def copy_command(path: str, rel: str, sha: str, source: str, stamp: str) -> str:
+def copy_command(paths: list[str], rel: str, sha: str, source: str, stamp: str) -> str:
     """On the damaged node: fetch REL from SOURCE over SSH, check it, move the old one aside."""
-    remote = f"cat -- {_dir_word(path)}/{shell.quote(rel)}"
+    remote = f"{_cd(paths)} && cat -- {shell.quote(rel)}"
     f = shell.quote(rel)
     part = shell.quote(rel + PARTIAL)
     backup = shell.quote(rel + BACKUP_SUFFIX.format(stamp=stamp))
     return (
-        f"cd {_dir_word(path)} && ssh -o BatchMode=yes {shell.quote(source)} {shell.quote(remote)}"
+        f"{_cd(paths)} && ssh -o BatchMode=yes {shell.quote(source)} {shell.quote(remote)}"
         f" > {part} && echo {shell.quote(f'{sha}  {rel}{PARTIAL}')} | sha256sum -c --quiet - && "
         f"{{ [ ! -e {f} ] && [ ! -L {f} ] || mv -- {f} {backup}; }} && mv -- {part} {f}"
     )
@@ -155,7 +152,7 @@ class VerifyModelCopies(ActionKind):
 
     def generic_lines(self, params: Mapping[str, Any]) -> list[str]:
         return [
-            list_command(params.get("dir") or "<model directory>"),
+            list_command([params.get("dir") or "<model directory>"]),
             "# then on a node whose shard differs: fetch it from a node whose copy agrees",
         ]
 
@@ -166,24 +163,24 @@ class VerifyModelCopies(ActionKind):
             nodes = [n for n in nodes if n.name != ctx.seen] + [ctx.cluster.node(ctx.seen)]
         if len(nodes) < 2:
             raise InputError(f"fix {ctx.fix_id}: comparing model copies needs two nodes or more")
-        path = model_dir(ctx.recipe, ctx.cluster, action.params.get("dir"))
-        cmds = tuple(PlannedCommand(n.name, list_command(path)) for n in nodes)
+        paths = model_dirs(ctx.recipe, ctx.cluster, action.params.get("dir"))
+        cmds = tuple(PlannedCommand(n.name, list_command(paths)) for n in nodes)
         targets = {n.name: _ssh_target(n) for n in nodes}
         return PlannedAction(
             index,
             self.name,
             cmds,
-            patch={"dir": path, "stamp": ctx.stamp, "targets": targets},
+            patch={"dirs": paths, "stamp": ctx.stamp, "targets": targets},
         )
 
     def preview_lines(self, planned: PlannedAction) -> list[str]:
-        path = planned.patch["dir"]
+        paths = planned.patch["dirs"]
         return [
             f"# {planned.index + 1}. {self.name} on {', '.join(planned.nodes)}: "
             "every shard's size and sha256 (read-only)",
             *per_node_lines(planned.commands),
             "# then, on a node whose shard differs from the copies that agree (or lacks it):",
-            copy_command(path, "<SHARD>", "<SHA256>", "<NODE WITH THE GOOD COPY>", "<stamp>"),
+            copy_command(paths, "<SHARD>", "<SHA256>", "<NODE WITH THE GOOD COPY>", "<stamp>"),
         ]
 
     def _listings(
@@ -207,7 +204,7 @@ class VerifyModelCopies(ActionKind):
         if listings is None:
             return False
         if not any(listings.values()):
-            where = planned.patch["dir"]
+            where = " or ".join(planned.patch["dirs"])
             return ctx.fail(None, f"no {PATTERN} under {where} on any node", self.name)
         repairs, unsure = compare(listings)
         if unsure:
@@ -219,7 +216,7 @@ class VerifyModelCopies(ActionKind):
                 ctx.result.did(node, self.name)
             ctx.emit(ActionProgress(self.name, None, None, "ok", "every node's copy agrees"))
             return True
-        path, stamp = planned.patch["dir"], planned.patch["stamp"]
+        paths, stamp = planned.patch["dirs"], planned.patch["stamp"]
         for r in repairs:
             was = f"size {r.had[0]}, sha256 {r.had[1][:12]}…" if r.had else "missing"
             ctx.emit(
@@ -233,7 +230,8 @@ class VerifyModelCopies(ActionKind):
                 )
             )
             cmd = PlannedCommand(
-                r.node, copy_command(path, r.file, r.sha, planned.patch["targets"][r.source], stamp)
+                r.node,
+                copy_command(paths, r.file, r.sha, planned.patch["targets"][r.source], stamp),
             )
             res = ctx.run_command(cmd, self.name, timeout=COPY_TIMEOUT_S)
             if res is None:

@@ -6,6 +6,7 @@ Wide terminals show full node panes over log | walls; small ones (under 100 colu
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from typing import ClassVar
@@ -16,7 +17,7 @@ from textual.binding import Binding
 from textual.containers import Grid, Vertical
 from textual.css.query import NoMatches
 from textual.screen import Screen
-from textual.widgets import Footer, Header
+from textual.widgets import Footer, Header, Static
 
 from spark_tui.errors import SparkTuiError
 from spark_tui.events import (
@@ -45,6 +46,7 @@ from spark_tui.tui.widgets.log_pane import LogPane
 from spark_tui.tui.widgets.node_pane import NodePane
 from spark_tui.tui.widgets.status_line import StatusLine
 
+PANE_LIMIT = 12  # node panes on the screen; more nodes are counted in one line
 STORY_REQUESTS = 8  # a simulated story's client sends this many chat requests, at most
 STORY_REQUEST_EVERY_S = 8.0  # real seconds between two of them
 
@@ -87,13 +89,23 @@ class MainScreen(Screen):
         self._serving: float | None = None
         self._story_stop = threading.Event()
         self.problem: str | None = None  # what is wrong with cluster.yaml's recipe
+        # a pane for the head and the first nodes; the rest are counted in one line (a
+        # screen of 500 panes would take seconds to lay out, and shows a dozen anyway)
+        nodes = self.session.config.nodes
+        head = self.session.config.head.name if nodes else None
+        order = [n for n in nodes if n.name == head] + [n for n in nodes if n.name != head]
+        self._paned = {n.name for n in order[:PANE_LIMIT]}
+        self._unpaned: dict[str, bool | None] = {n.name: None for n in order[PANE_LIMIT:]}
 
     def compose(self) -> ComposeResult:
         yield Header()
         with Vertical(id="body"):
             with Grid(id="nodes"):
                 for node in self.session.config.nodes:
-                    yield NodePane(node)
+                    if node.name in self._paned:
+                        yield NodePane(node)
+            if self._unpaned:
+                yield Static(self._more_text(), id="more-nodes")
             with Vertical(id="lower"):
                 with Vertical(id="diag-pane"):
                     yield DiagnosesTable(simulated=self.session.simulated, id="diagnoses")
@@ -143,7 +155,11 @@ class MainScreen(Screen):
         table = self.query_one(DiagnosesTable)
         head = self.session.config.head.name
         for event in batch.events:
-            if isinstance(event, NodeSampled) and self._has(event.node):
+            if isinstance(event, NodeSampled) and event.node in self._unpaned:
+                self._count_unpaned(event.node, event.state.reachable)
+            elif isinstance(event, ReachabilityChanged) and event.node in self._unpaned:
+                self._count_unpaned(event.node, event.reachability.reachable)
+            elif isinstance(event, NodeSampled) and self._has(event.node):
                 self._pane(event.node).set_state(event.state)
                 if event.node == head:
                     s = event.state.serving
@@ -161,7 +177,8 @@ class MainScreen(Screen):
                 if key == self.selected_key:
                     self._auto_select(table.first_active() or key, True, resolved=True)
         if batch.events:
-            self.refresh_status()
+            with contextlib.suppress(NoMatches):  # the app closing: the status line is gone
+                self.refresh_status()
 
     def _auto_select(self, key: str, new: bool, resolved: bool = False) -> None:
         """Until the user picks a row, show the wall on top (active, most severe, newest);
@@ -180,7 +197,24 @@ class MainScreen(Screen):
             self._show_diagnosis(key)
 
     def _has(self, node: str) -> bool:
-        return any(n.name == node for n in self.session.config.nodes)
+        if node in self._unpaned:
+            return False
+        return node in self._paned
+
+    def _count_unpaned(self, node: str, reachable: bool) -> None:
+        """A node without a pane: counted in the line under the panes."""
+        if node in self._unpaned and self._unpaned[node] is not reachable:
+            self._unpaned[node] = reachable
+            with contextlib.suppress(NoMatches):
+                self.query_one("#more-nodes", Static).update(self._more_text())
+
+    def _more_text(self) -> str:
+        seen = [v for v in self._unpaned.values() if v is not None]
+        down = sum(1 for v in seen if not v)
+        text = f"+{len(self._unpaned)} more nodes: {len(seen) - down} reachable"
+        text += f", {down} unreachable" if down else ""
+        waiting = len(self._unpaned) - len(seen)
+        return text + (f", {waiting} not read yet" if waiting else "") + " (l: a node's log)"
 
     def _pane(self, node: str) -> NodePane:
         return self.query_one(f"#node-{node}", NodePane)
