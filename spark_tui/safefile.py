@@ -52,6 +52,17 @@ def open_state(path: Path, flags: int = os.O_RDONLY, mode: int = 0o600) -> int:
     return fd
 
 
+def _owners() -> set[int]:
+    """Whose files spark-tui may take as its own: the user it runs as, and under `sudo -E`
+    (root, the user's own home) the user who ran sudo: that user can already run anything as
+    root, so their own files give them nothing new. Symlinks and hard links stay refused."""
+    owners = {os.geteuid()}
+    sudo_uid = os.environ.get("SUDO_UID", "")
+    if os.geteuid() == 0 and sudo_uid.isdigit():
+        owners.add(int(sudo_uid))
+    return owners
+
+
 def check_directory(directory: Path) -> None:
     """The directory a state file lives in: a real directory (not a symlink to another
     place) of this user or of root. A missing one is left for the caller (FileNotFound)."""
@@ -63,7 +74,7 @@ def check_directory(directory: Path) -> None:
         raise UnsafeFile(f"{directory} is a symbolic link: refused (make it a directory)")
     if not stat.S_ISDIR(st.st_mode):
         raise UnsafeFile(f"{directory} is not a directory: refused")
-    if st.st_uid not in (os.geteuid(), 0):
+    if st.st_uid not in _owners() | {0}:
         raise UnsafeFile(
             f"{directory} belongs to uid {st.st_uid}, not to the user running spark-tui "
             f"(uid {os.geteuid()}): refused"
@@ -75,11 +86,13 @@ def check_fd(fd: int, path: Path) -> os.stat_result:
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
         raise UnsafeFile(f"{path} is not a regular file: refused (remove it)")
-    if st.st_uid != os.geteuid():
+    if st.st_uid not in _owners():
         raise UnsafeFile(
             f"{path} belongs to uid {st.st_uid}, not to the user running spark-tui "
             f"(uid {os.geteuid()}): refused (remove it, or run as its owner)"
         )
+    if st.st_nlink > 1:  # a hard link planted to another file (one spark-tui wrote has one)
+        raise UnsafeFile(f"{path} has {st.st_nlink} hard links: refused (remove it)")
     return st
 
 

@@ -137,6 +137,32 @@ def test_a_journal_of_another_user_is_refused() -> None:
         Journal(state.journal_path).entries()
 
 
+def test_under_sudo_e_the_invoking_users_own_journal_is_read(monkeypatch) -> None:
+    """`sudo -E spark-tui`: root, the user's home; the user who ran sudo owns the journal."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to own files as another user")
+    state = StateDir.real()
+    state.root.mkdir(parents=True)
+    state.journal_path.write_text(json.dumps(GOOD) + "\n")
+    os.chown(state.journal_path, 65534, 65534)
+    monkeypatch.setenv("SUDO_UID", "65534")
+    assert [e["fix"] for e in Journal(state.journal_path).entries()] == ["drop-page-caches"]
+    monkeypatch.setenv("SUDO_UID", "65533")  # another user than the one who ran sudo
+    with pytest.raises(JournalUnwritable, match="belongs to uid 65534"):
+        Journal(state.journal_path).entries()
+
+
+def test_a_hard_linked_journal_is_refused_and_its_target_untouched(tmp_path) -> None:
+    state = StateDir.real()
+    state.root.mkdir(parents=True)
+    target = state.root / "someone-elses-file"
+    target.write_text("precious\n")
+    os.link(target, state.journal_path)
+    with pytest.raises(JournalUnwritable, match="hard links"):
+        Journal(state.journal_path).append(event="fix-start", run="r", fix="x")
+    assert target.read_text() == "precious\n"
+
+
 GOOD = {"time": 1.0, "event": "fix-start", "run": "r1", "fix": "drop-page-caches", "pid": 1}
 
 

@@ -11,6 +11,7 @@ import os
 import re
 import signal
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -187,3 +188,28 @@ def test_a_truncated_shard_on_one_node_is_named_and_repaired_from_the_other(
     assert "spark-tui-backup" in c.exec("spark2", "ls /root/models/tiny-llama")
     res = spark_tui("stop", "--config", str(c.config), "--yes", "--json", timeout=300)
     assert res.returncode == 0
+
+
+def test_down_leaves_nothing(real_cluster: RealCluster) -> None:
+    """No namespace, daemon, mount, bridge, iptables rule or process of the nodes is left."""
+    c = real_cluster
+    c.sh("down", timeout=300)
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert "stnode-" not in netns
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    assert "stbr0" not in links and " st-spark" not in links
+    rules = subprocess.run(["iptables", "-S", "FORWARD"], capture_output=True, text=True).stdout
+    assert "stbr0" not in rules
+    procs = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert "spark-tui-real/nodes" not in procs  # no node's init, dockerd or sshd
+    with open("/proc/self/mountinfo") as f:
+        assert "spark-tui-real" not in f.read()
+    cgroups = subprocess.run(
+        "ls -d /sys/fs/cgroup/*/spark-tui-real-* /sys/fs/cgroup/spark-tui-real-* 2>/dev/null",
+        shell=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    assert cgroups == ""
+    ssh_config = Path(os.path.expanduser("~/.ssh/config"))
+    assert not ssh_config.exists() or "real-spark1" not in ssh_config.read_text()

@@ -1,0 +1,52 @@
+"""The TUI on a big simulated cluster: seconds to the first frame, and threads.
+
+    python bench/tui_nodes.py [NODES ...]      (default: 3 100 500)
+
+For each size: a fresh process opens the simulated cluster (`healthy`, NODES nodes),
+starts the app under Textual's pilot (160x50) and prints the seconds from opening the
+session to the app's first frame (`run_test` entered: mounted and laid out), and the
+peak number of threads over the next 3 s (the monitor's per-node threads)."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import threading
+import time
+
+
+def one(nodes: int) -> None:
+    from spark_tui.session import Session
+    from spark_tui.tui.app import SparkTuiApp
+
+    start = time.perf_counter()
+    session = Session.open(None, scenario="healthy", sim_nodes=nodes, speed=20)
+
+    async def run() -> None:
+        app = SparkTuiApp(session)
+        async with app.run_test(size=(160, 50)) as pilot:
+            first = time.perf_counter() - start
+            peak = threading.active_count()
+            for _ in range(12):
+                await pilot.pause(0.25)
+                peak = max(peak, threading.active_count())
+            print(f"{nodes:>5} nodes: first frame {first:5.2f} s, threads (peak) {peak}")
+
+    try:
+        asyncio.run(run())
+    finally:
+        session.close()
+
+
+def main() -> int:
+    if sys.argv[1:2] == ["--one"]:
+        one(int(sys.argv[2]))
+        return 0
+    for n in [int(a) for a in sys.argv[1:]] or [3, 100, 500]:
+        subprocess.run([sys.executable, __file__, "--one", str(n)], check=False, timeout=900)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
