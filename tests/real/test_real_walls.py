@@ -65,3 +65,38 @@ def test_a_removed_flag_is_named_dropped_and_the_relaunch_serves(
     assert "--disable-log-requests" not in shown.stdout, shown.stdout
     res = spark_tui("stop", "--config", str(c.config), "--yes", "--json", timeout=300)
     assert res.returncode == 0, (res.stdout[-3000:], res.stderr[-3000:])
+
+
+def test_a_kv_cache_too_small_for_the_context_is_named_fitted_and_serves(
+    real_cluster: RealCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--max-model-len 2048 with 1 MiB of KV cache (2048 tokens need 2 MiB): the EngineCore's
+    "To serve at least one request with the model's max seq len (2048)" names
+    kv-cache-too-small-for-context; its fix asks vLLM to fit the context (--max-model-len -1)
+    and the relaunch serves."""
+    c = real_cluster
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    rid = "tiny-llama-cpu-vllm-long-context"
+    _user_recipe(
+        tmp_path / "config",
+        rid,
+        "Tiny Llama asking for more context than its KV cache holds",
+        {"--max-model-len": 2048, "--kv-cache-memory-bytes": 1048576},
+    )
+    res = spark_tui(
+        "up", "--config", str(c.config), "--recipe", rid, "--yes", "--json",
+        timeout=2 * ENGINE_TIMEOUT_S + 300,
+    )  # fmt: skip
+    events = json_lines(res.stdout)
+    assert res.returncode == 0, (events, res.stderr[-3000:])
+    wall = "kv-cache-too-small-for-context"
+    named = [e for e in events if e.get("event") == "diagnosis" and e.get("wall") == wall]
+    assert named and named[0]["node"] == "spark1", events
+    fixes = [e for e in events if e.get("event") == "fix" and e.get("wall") == wall]
+    assert fixes and fixes[0]["fix"] == "auto-fit-max-model-len" and fixes[0]["ok"], events
+    done = events[-1]
+    assert done["event"] == "done" and done["serving"] is True, events
+    assert done["tok_s"] and done["tok_s"] > 0
+    res = spark_tui("stop", "--config", str(c.config), "--yes", "--json", timeout=300)
+    assert res.returncode == 0, (res.stdout[-3000:], res.stderr[-3000:])
