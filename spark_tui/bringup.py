@@ -1,7 +1,10 @@
-"""The guided bring-up over a session: cluster → recipe → doctor → fixes → Ray → launch →
-smoke. The TUI's bring-up screen shows these steps; `spark-tui up` runs them headless
-(spark_tui.up). Steps 1-3 are the session's (cluster.yaml, the recipe, the read-only
-doctor); steps 4-7 run the resumable engine (spark_tui.remedy.bringup.BringUp).
+"""The guided bring-up screen's model: cluster → recipe → doctor → fixes → launch → serving.
+
+Steps 1-2 are the session's (cluster.yaml, the recipe); steps 3-6 are views of the one
+driver (spark_tui.driver): running a step takes the driver's moves that belong to it,
+everything through Session.apply, so the TUI's bring-up, `up` and `watch --auto-relaunch`
+take the same steps and reach the same verdicts. A wall that stops a launch ends the
+step on its diagnosis with the driver's fix ready (`a`); running the step again goes on.
 """
 
 from __future__ import annotations
@@ -11,16 +14,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from spark_tui import policy
+from spark_tui.driver import END, Driver, Move
 from spark_tui.errors import SparkTuiError
 from spark_tui.events import ActionProgress
 from spark_tui.kb.diagnosis import Diagnosis
 from spark_tui.nodes.cluster import NodeConfig
-from spark_tui.remedy.actions import kind
 
 if TYPE_CHECKING:
-    from spark_tui.nodes.doctor import DoctorReport
-    from spark_tui.remedy.bringup import BringUp
-    from spark_tui.remedy.fixes import FixPlan
     from spark_tui.session import Session
 
 Progress = Callable[[ActionProgress], None]
@@ -30,19 +30,11 @@ BRINGUP_STEPS: tuple[tuple[str, str], ...] = (
     ("cluster", "Cluster"),
     ("recipe", "Recipe"),
     ("doctor", "Doctor"),
-    ("fixes", "Clean up, fix what fails"),
-    ("ray", "Start Ray, every GPU"),
+    ("fixes", "Fix findings"),
     ("launch", "Launch"),
-    ("smoke", "Smoke request, tok/s"),
+    ("serving", "Soak and serve"),
 )
-STAGE_ORDER = ("preflight", "fixes", "ray", "launch", "smoke")  # the engine's, in order
-# the engine's stages behind each of our steps
-ENGINE_STAGES = {
-    "fixes": ("preflight", "fixes"),
-    "ray": ("ray",),
-    "launch": ("launch",),
-    "smoke": ("smoke",),
-}
+ORDER = [sid for sid, _t in BRINGUP_STEPS]
 
 
 @dataclass(frozen=True)
@@ -57,23 +49,26 @@ class StepOutcome:
 
 
 class GuidedBringUp:
-    """The seven steps over one session (it resumes where the last bring-up stopped)."""
+    """The bring-up's steps over one driver (one per session: it goes on where it stopped)."""
 
-    def __init__(self, session: Session) -> None:
-        self.session = session
-        recipe = session.recipe()
-        self._status = {
-            "cluster": "ok",
-            "recipe": "ok" if recipe else "pending",
-            "doctor": "pending",
-        }
+    def __init__(self, driver: Driver) -> None:
+        self.driver = driver
+        self.session: Session = driver.session
+        self._status = {"cluster": "ok"}
         self._running: str | None = None
-        self._engine: BringUp | None = None
-        self._doctor_failed: list[str] = []
-        self._progress: Progress = lambda _p: None
         self.confirm: Confirm = lambda _prompt, _nodes: False  # the front end sets a real one
-        if recipe is not None and session.state.bringup_path(recipe.id).is_file():
-            self.engine()  # resume where the last bring-up of this recipe stopped
+
+    def phase(self, move: Move) -> str:
+        """The step a driver move belongs to."""
+        if move.kind == "adopt":
+            return "recipe"
+        if move.kind == "fix":
+            return "fixes" if self.driver.launches == 0 else "launch"
+        if move.kind == "soak" or move.kind == "serving":
+            return "serving"
+        if move.kind == "stuck":
+            return "launch" if self.driver.launches else "fixes"
+        return move.kind
 
     # --- state ------------------------------------------------------------------
     @property
@@ -93,36 +88,47 @@ class GuidedBringUp:
             return "running"
         if sid in self._status:
             return self._status[sid]
-        b = self._engine
-        if b is None:
-            return "pending"
-        units = b.units()
-        mine = [i for i, u in enumerate(units) if u.stage in ENGINE_STAGES[sid]]
-        here = b.state.next_unit
-        if all(i < here for i in mine):
+        d = self.driver
+        if sid == "recipe":
+            return "ok" if self.recipe_id else "pending"
+        if sid == "doctor":
+            if d.report is None:
+                return "pending"
+            failed = any(c.status == "fail" for c in d.report.checks) or not d.report.reachable
+            return "failed" if failed else "ok"
+        nxt = self.phase(d.next_move())
+        done = ORDER.index(nxt) > ORDER.index(sid)
+        if sid == "fixes":
+            failed = d.launches == 0 and any(s.kind == "fix" and not s.ok for s in d.steps)
+            return "ok" if done else ("failed" if failed else "pending")
+        if sid == "launch":
+            if (d.launches and d.launch_ok is False) or (
+                d.next_move().kind == "fix" and d.launches
+            ):
+                return "failed"
+            return "ok" if done else "pending"
+        move = d.next_move()
+        if move.kind == "serving":
             return "ok"
-        if b.state.status == "failed" and here in mine:
-            return "failed"
-        return "pending"
+        return "failed" if d.soaked and move.kind == "stuck" else "pending"
 
     def mark(self, sid: str, status: str) -> None:
         if status == "running":
             self._running = sid
-            return
-        if self._running == sid:
+        elif self._running == sid:
             self._running = None
-        if sid in self._status:
-            self._status[sid] = status
+        if sid == "cluster":
+            self._status[sid] = status if status != "running" else self._status[sid]
 
     def resume_step(self) -> str:
         """The first step not done: where the bring-up goes on."""
-        return next((sid for sid, _t in BRINGUP_STEPS if self.status(sid) != "ok"), "smoke")
+        return next((sid for sid in ORDER if self.status(sid) != "ok"), "serving")
 
     # --- steps 1 and 2 -------------------------------------------------------------
     def choose_recipe(self, recipe_id: str) -> None:
-        self.session.use_recipe(recipe_id)
-        self._engine = None  # a new recipe is a new bring-up
-        self._status["recipe"] = "ok"
+        if recipe_id != self.recipe_id:
+            self.session.use_recipe(recipe_id)
+            self.driver.reset()  # a new recipe is a new bring-up
 
     def write_cluster(self, hosts: list[str], user: str | None, fabric_if: str | None) -> str:
         """Write cluster.yaml (the head first), read back through the validating loader."""
@@ -202,138 +208,58 @@ class GuidedBringUp:
             return ["# chooses the launch recipe (a known-broken one names the working one)"]
         if sid == "doctor":
             return ["# read-only probes on every node: memory, GPU, containers, Ray, fabric, files"]
+        if sid == "serving":
+            return ["# a few chat requests to the engine on the head, then the walls watched"]
+        move = self.driver.next_move()
         try:
-            b = self._engine or self._new_engine(with_fixes=sid == "fixes")
+            if sid == "fixes":
+                if self.phase(move) != "fixes" or move.diagnosis is None or move.fix is None:
+                    return ["# nothing to fix before the launch"]
+                return self.session.plan_fix(move.diagnosis, move.fix).preview_lines()
+            return self.session.plan_launch().preview_lines()
         except SparkTuiError as exc:
             return [f"# cannot plan: {exc}"]
-        lines: list[str] = []
-        for u in b.units():
-            if u.stage not in ENGINE_STAGES[sid]:
-                continue
-            if u.fix is not None:
-                lines += u.fix.preview_lines()
-            else:
-                lines += b.plan.steps[u.step_index or 0].paste_lines()
-        return lines or ["# nothing to do here"]
 
-    # --- steps 3 to 7 ------------------------------------------------------------------
-    def fix_plans(self) -> list[FixPlan]:
-        """The first fix that changes something of every active error or warning (evidence
-        is gathered as a wall is raised; not relaunches nor recipe switches: the bring-up
-        launches by itself)."""
-        from spark_tui.remedy.evidence import evidence_only
-
-        plans, seen = [], set()
-        for d in self.session.diagnoses():
-            by_id = {f.id: f for f in d.wall.fixes}
-            fixes = [by_id[i] for i in d.fixes() if i in by_id and not evidence_only(by_id[i])]
-            if d.severity == "info" or not fixes or d.wall.id in seen:
-                continue
-            fix = fixes[0]
-            kinds = [kind(a.type) for a in fix.actions]
-            if any(k.relaunches or k.replaces_recipe for k in kinds):
-                continue
-            # a log wall's destructive fix is never queued from an old line
-            if d.wall.kind == "log" and fix.risk == "destructive":
-                continue
-            seen.add(d.wall.id)
-            plans.append(self.session.plan_fix(d, fix))
-        return plans
-
-    def _new_engine(self, with_fixes: bool) -> BringUp:
-        from spark_tui.remedy.bringup import BringUp
-
-        recipe = self.session.recipe()
-        if recipe is None:
-            raise SparkTuiError("choose a recipe first (step 2)")
-        return BringUp(
-            recipe,
-            self.session.config,
-            self.session.environment(),
-            fixes=self.fix_plans() if with_fixes else (),
-            emit=lambda p: self._progress(p),
-            confirm=lambda prompt, nodes: self.confirm(prompt, nodes),
-        )
-
-    def engine(self) -> BringUp:
-        if self._engine is not None and self._engine.recipe.id != self.recipe_id:
-            self._engine = None  # the recipe was switched: a new recipe is a new bring-up
-        if self._engine is None:
-            self._engine = self._new_engine(with_fixes=True)
-        return self._engine
-
+    # --- steps 3 to 6 ------------------------------------------------------------------
     def run(self, sid: str, progress: Progress) -> StepOutcome:
-        """Run one step to its end or its first failure (running it again resumes there)."""
+        """Take the driver's moves of this step (and any still pending before it) to the
+        step's end or its first failure; running it again goes on from there."""
+        d = self.driver
         if sid == "doctor":
             return self.doctor()
         policy.refuse_if_read_only(f"run the {sid} step of the bring-up")
-        self._progress = progress
-        started = self.session.clock.now()
-        b = self.engine()
-        self._rewind_crashed_launch(b)
-        last = STAGE_ORDER.index(ENGINE_STAGES[sid][-1])
-        while True:
-            units = b.units()
-            i = b.state.next_unit
-            # the engine is sequential: a later step first runs what is still pending before it
-            if i >= len(units) or STAGE_ORDER.index(units[i].stage) > last:
-                break
-            b.step()
-            if b.state.status == "failed":
-                return StepOutcome(sid, False, b.state.message, self._newest_error(started))
-        if sid == "smoke" and b.state.tok_s is not None:
-            return StepOutcome(
-                sid, True, f"serving: smoke request answered at {b.state.tok_s:.1f} tok/s"
-            )
-        return StepOutcome(sid, True, b.state.message or "done")
+        last = ORDER.index(sid)
+        before = len(d.steps)
 
-    def _rewind_crashed_launch(self, b: BringUp) -> None:
-        """A launch that failed waiting for the engine is retried from its first step:
-        waiting again for a server that crashed would only time out again."""
-        units = b.units()
-        i = b.state.next_unit
-        if b.state.status != "failed" or i >= len(units) or units[i].stage != "launch":
-            return
-        b.state.next_unit = next(n for n, u in enumerate(units) if u.stage == "launch")
+        def stop(move: Move) -> bool:
+            if move.kind in END or ORDER.index(self.phase(move)) > last:
+                return True
+            return move.kind == "fix" and d.launches > 0  # a wall: shown, `a` applies it
+
+        move = d.run(self.confirm, progress, until=stop)
+        taken = d.steps[before:]
+        failed = next((s for s in taken if not s.ok), None)
+        if move.kind == "fix" and d.launches > 0 and move.diagnosis is not None:
+            why = failed.detail if failed is not None else f"{move.wall} is active"
+            return StepOutcome(sid, False, why, move.diagnosis)
+        if move.kind == "stuck" and self.phase(move) == sid:
+            return StepOutcome(sid, False, move.why)
+        if failed is not None:
+            return StepOutcome(sid, False, failed.detail or failed.kind)
+        if sid == "serving" and move.kind == "serving":
+            rate = f" at {d.tok_s:.1f} tok/s" if d.tok_s is not None else ""
+            return StepOutcome(sid, True, f"serving: the requests answered{rate}")
+        if sid == "launch" and d.launch_ok:
+            rate = f" at {d.tok_s:.1f} tok/s" if d.tok_s is not None else ""
+            return StepOutcome(sid, True, f"launched: the first request answered{rate}")
+        return StepOutcome(sid, True, taken[-1].detail if taken else "nothing to do here")
 
     def doctor(self) -> StepOutcome:
-        """Read-only preflight; it fails on a check that names a wall with a fix (the fix
-        is then ready), other failed checks are reported and do not block."""
-        report = self.session.doctor()
-        self._doctor_failed = [c.id for c in report.checks if c.status == "fail"]
-        summary = doctor_summary(report)
-        fixable = [w for w in self._doctor_failed if self._has_fix(w)]
-        self._status["doctor"] = "failed" if fixable else "ok"
-        if not fixable:
-            return StepOutcome("doctor", True, summary, report=report)
-        return StepOutcome("doctor", False, summary, self._diagnosis_of(fixable[0]), report)
-
-    def _has_fix(self, wall_id: str) -> bool:
-        try:
-            return bool(self.session.kb.get(wall_id).fixes)
-        except SparkTuiError:
-            return False
-
-    def _diagnosis_of(self, wall_id: str) -> Diagnosis | None:
-        return next((d for d in self.session.diagnoses() if d.wall.id == wall_id), None)
-
-    def _newest_error(self, since: float | None) -> Diagnosis | None:
-        for d in self.session.diagnoses():
-            if d.severity != "info" and (since is None or d.last_seen >= since) and d.wall.fixes:
-                return d
-        return None
-
-
-def doctor_summary(report: DoctorReport) -> str:
-    """'26 passed, 2 warnings, 1 failed — reachable on spark2: …' (no 'doctor:' prefix)."""
-    counts = {"pass": 0, "warn": 0, "fail": 0, "skip": 0}
-    for c in report.checks:
-        counts[c.status] = counts.get(c.status, 0) + 1
-    words = {"pass": "passed", "warn": "warnings", "fail": "failed", "skip": "skipped"}
-    summary = ", ".join(f"{n} {words[k]}" for k, n in counts.items() if n)
-    failed = [
-        f"{c.id}{' on ' + c.node if c.node else ''}: {c.detail}"
-        for c in report.checks
-        if c.status == "fail"
-    ]
-    return summary + (" — " + "; ".join(failed) if failed else "")
+        """Read-only preflight. A failed check is a failed step (never green); with a
+        finding the driver fixes before the launch, its diagnosis and fix are ready."""
+        step = self.driver.take(Move("doctor", "read-only preflight of every node"))
+        assert step is not None
+        report = step.data.get("report")
+        move = self.driver.next_move()
+        ready = move.diagnosis if move.kind == "fix" else None
+        return StepOutcome("doctor", step.ok, step.detail, ready, report)

@@ -81,6 +81,7 @@ class RelaunchDecided(LineEvent):
     why: str
     wall: str | None = field(default=None, metadata=_OMIT_NONE)
     fix: str | None = field(default=None, metadata=_OMIT_NONE)
+    node: str | None = field(default=None, metadata=_OMIT_NONE)
 
 
 @dataclass(frozen=True, kw_only=True)

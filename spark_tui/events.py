@@ -47,6 +47,15 @@ class DiagnosisResolved:
 
 
 @dataclass(frozen=True)
+class DiagnosisFixed:
+    """A log wall whose fix was verified: fixed, waiting for the relaunch that proves it
+    (then resolved; seen again, raised again)."""
+
+    diagnosis: Diagnosis
+    time: float
+
+
+@dataclass(frozen=True)
 class ReachabilityChanged:
     node: str
     reachability: Reachability
@@ -68,6 +77,7 @@ Event = (
     | LogLines
     | DiagnosisRaised
     | DiagnosisResolved
+    | DiagnosisFixed
     | ReachabilityChanged
     | ActionProgress
 )

@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from spark_tui import shell
 from spark_tui.clock import Clock
 from spark_tui.events import (
+    DiagnosisFixed,
     DiagnosisRaised,
     DiagnosisResolved,
     Event,
@@ -235,7 +236,7 @@ class ClusterMonitor:
             resolved = [
                 d
                 for d in self._book
-                if d.active
+                if d.resolved_at is None  # a fixed one too: this launch proves it
                 and not d.source.from_readings
                 and d.resolve(now, f"from launch attempt {max(d.attempt, 1)}; a new one began")
             ]
@@ -259,20 +260,25 @@ class ClusterMonitor:
 
     def resolve_fixed(self, wall_id: str, how: str, last_launch_at: float | None) -> None:
         """A fix for this wall ran and verified: its readings walls are resolved (raised
-        again at once if their readings still hold); its log walls when their evidence
-        predates the last launch (a relaunch already made them history)."""
+        again at once if their readings still hold), and so are its log walls whose evidence
+        predates the last launch (a relaunch already made them history); a log wall seen in
+        this launch is fixed, waiting for the relaunch that proves it."""
         now = self.clock.now()
         with self._lock:
-            resolved = []
+            resolved, fixed = [], []
             for d in self._book:
                 if d.wall.id != wall_id or not d.active:
                     continue
                 if d.source.from_readings:
                     self._rules.forget_active(d.wall.id, d.source.subject)
                 elif last_launch_at is None or d.first_seen >= last_launch_at:
-                    continue  # seen in this launch: it clears with the next one
+                    if d.mark_fixed(now, f"fixed: {how}; the next launch proves it"):
+                        fixed.append(d)
+                    continue
                 if d.resolve(now, f"fixed: {how}"):
                     resolved.append(d)
+        for d in fixed:
+            self.emit(DiagnosisFixed(d, now))
         for d in resolved:
             self.emit(DiagnosisResolved(d, now))
 

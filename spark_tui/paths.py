@@ -24,6 +24,11 @@ def builtin_recipes_dir() -> Path:
     return _builtin("recipes")
 
 
+def doc(name: str) -> Path:
+    """A page of the user documentation (shipped in the wheel: errors cite it by path)."""
+    return _builtin("docs") / name
+
+
 def config_dir() -> Path:
     """~/.config/spark-tui (or $XDG_CONFIG_HOME/spark-tui)."""
     base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")

@@ -22,9 +22,7 @@ import contextlib
 import dataclasses
 import functools
 import threading
-import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,8 +33,7 @@ from spark_tui.events import ActionProgress, DiagnosisRaised, DiagnosisResolved,
 from spark_tui.kb.diagnosis import Diagnosis
 from spark_tui.kb.loader import KnowledgeBase
 from spark_tui.kb.matcher import Matcher
-from spark_tui.kb.schema import SEVERITY_RANK, Fix
-from spark_tui.kb.source import READINGS
+from spark_tui.kb.schema import Fix
 from spark_tui.nodes.cluster import ClusterConfig
 from spark_tui.nodes.state import NodeState
 from spark_tui.nodes.transport import Transport
@@ -44,12 +41,13 @@ from spark_tui.recipes.plan import LaunchPlan
 from spark_tui.recipes.revisions import RevisionStore
 from spark_tui.remedy.fixes import Confirm, FixPlan, FixResult, RunEnvironment, action_plan
 from spark_tui.remedy.journal import Journal, UnfinishedRun, unfinished
-from spark_tui.remedy.launch import AutoRelaunchGuard, RelaunchDecision, decide_after_crash
-from spark_tui.safefile import read_state_text, write_atomic
+from spark_tui.remedy.launch import AutoRelaunchGuard
+from spark_tui.session_adopt import Adoption
+from spark_tui.session_report import Reports
+from spark_tui.session_status import NodeStatus, StatusReader
 from spark_tui.state import StateDir
 
 if TYPE_CHECKING:
-    from spark_tui.bringup import GuidedBringUp
     from spark_tui.monitor import ClusterMonitor
     from spark_tui.nodes.doctor import DoctorReport
     from spark_tui.recipes.fit import FitReport
@@ -61,6 +59,7 @@ if TYPE_CHECKING:
     from spark_tui.sim.cluster import SimCluster
 
 Listener = Callable[[Event], None]
+Applied = Callable[[FixPlan, FixResult], None]
 Progress = Callable[[ActionProgress], None]
 REAL_PERIOD_S = 0.5  # real seconds between two sampling rounds of a node, at most
 MIN_PERIOD_S = 2.0  # clock seconds: a slow clock must not mean two rounds a second
@@ -76,36 +75,6 @@ def open_cluster(config: str | Path | None = None, **options: Any) -> Iterator[S
         yield session
     finally:
         session.close()
-
-
-@dataclass(frozen=True)
-class NodeStatus:
-    """What `status` says of one node."""
-
-    name: str
-    role: str
-    reachable: bool
-    reason: str
-    containers: tuple[str, ...]
-    ray: str
-    phase: str
-    model: str | None
-    port: int | None
-    tok_s: float | None
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "name": self.name,
-            "role": self.role,
-            "reachable": self.reachable,
-            "reason": self.reason or None,
-            "containers": list(self.containers),
-            "ray": self.ray,
-            "phase": self.phase,
-            "model": self.model,
-            "port": self.port,
-            "tok_s": self.tok_s,
-        }
 
 
 class Session:
@@ -142,13 +111,17 @@ class Session:
         self._recipe_id = recipe_id
         self._recipe: Recipe | None = None
         self._book: RecipeBook | None = None
-        self._bringup: GuidedBringUp | None = None
+        self._applied: list[Applied] = []
         self._evidence: AutoEvidence | None = None
         self._last_launch_at: float | None = None
         self._last_tok_s: float | None = None
         self._preview_cache: dict[tuple, list[str]] = {}
         self._adopted: dict[str, Recipe] = {}  # recipes adopted from what runs, this session
         self.closing = threading.Event()  # set by close(): an action's waits end early
+        # the named services this composition root hands its parts to
+        self.adoption = Adoption(self)
+        self.status_reader = StatusReader(self)
+        self.reports = Reports(self)
         self._closed = False
 
     # ---- opening and closing ---------------------------------------------------------
@@ -165,6 +138,7 @@ class Session:
         read_only: bool = False,
         no_config: str = "simulate",
         sim_nodes: int | None = None,
+        demo_flag: bool = True,
     ) -> Session:
         """`scenario` plays a simulated cluster (at `speed`, or on `clock`; `sim_nodes` nodes;
         its state kept when `keep_state`); else `config` (a cluster.yaml), else ./cluster.yaml
@@ -194,10 +168,13 @@ class Session:
                     recipe_id=recipe or cluster.recipe,
                 )
             if no_config == "refuse":
+                from spark_tui import paths
+
                 raise InputError(
                     "no cluster.yaml (./cluster.yaml or ~/.config/spark-tui/cluster.yaml): "
-                    "write one (see docs/cluster-yaml.md or 'spark-tui discover'), pass --config "
-                    "FILE, or --demo SCENARIO for the simulated cluster"
+                    f"write one (see {paths.doc('cluster-yaml.md')} or 'spark-tui discover') "
+                    "or pass --config FILE"
+                    + (", or --demo SCENARIO for the simulated cluster" if demo_flag else "")
                 )
             if no_config == "offline":
                 empty = ClusterConfig(nodes=(), source="<no cluster.yaml>")
@@ -321,19 +298,8 @@ class Session:
         return self.sim is not None and self.sim.recipe is not None and self.sim.scenario.launch
 
     def running_engine(self) -> tuple[str, NodeState] | None:
-        """(node, its readings) of the node whose serving engine runs now (`.engine`),
-        whoever started it (the head's first): read from each node's processes."""
-        from spark_tui.nodes.sampler import sample
-
-        states = self.states() or {
-            n.name: sample(self.transports[n.name], n, self.clock) for n in self.config.nodes
-        }
-        order = [self.config.head.name] + [n.name for n in self.config.workers]
-        for name in order:
-            st = states.get(name)
-            if st is not None and st.reachable and st.engine is not None:
-                return name, st
-        return None
+        """(node, its NodeState) of the serving engine running now, whoever started it."""
+        return self.adoption.running_engine()
 
     def serving_containers(self) -> dict[str, str]:
         """node -> the serving container running there, as the monitor last saw it (for a
@@ -350,79 +316,12 @@ class Session:
         return out
 
     def adopt_running(self) -> tuple[Recipe, str]:
-        """The deployment running now as a recipe, derived from its engine's command line and
-        its container (image, name): the recipe, and the file text to show before saving."""
-        import shlex
-
-        from spark_tui.engine_command import engine_words
-        from spark_tui.monitor import engine_container
-        from spark_tui.nodes import commands
-        from spark_tui.nodes.parsers.processes import parse_engine_output
-        from spark_tui.recipes.eugr import adopted_recipe
-        from spark_tui.recipes.revisions import recipe_to_yaml
-
-        found = self.running_engine()
-        if found is None:
-            raise InputError(
-                "no serving engine runs on any node (no `vllm serve` or SGLang server in ps): "
-                "nothing to adopt; choose a recipe (spark-tui recipes list)"
-            )
-        node, state = found
-        engine = state.engine
-        assert engine is not None  # running_engine found one there
-        from spark_tui import shell
-
-        res = self.transports[node].run(
-            shell.fill(commands.ENGINE_OUTPUT, {"pid": engine.pid}), timeout=15.0
-        )
-        out = parse_engine_output(res.stdout)
-        if not out.real_engine:
-            raise InputError(
-                f"{node}: pid {engine.pid} names an engine but runs {out.exe}: nothing to adopt"
-            )
-        container = engine_container(out, state)
-        image = next((c.image for c in state.containers if c.name == container), None)
-        words = engine_words(list(engine.args)) or list(engine.args)
-        model = (engine.model or "model").rstrip("/").split("/")[-1].lower()
-        rid = "adopted-" + "".join(ch if ch.isalnum() or ch in ".-" else "-" for ch in model)
-        recipe = adopted_recipe(words, engine.model, image, rid, node)
-        recipe = dataclasses.replace(
-            recipe,
-            head_container=container or recipe.head_container,
-            sources=(),
-            notes=(f"Adopted from the engine running on {node} (pid {engine.pid}).",),
-            image_note="" if image else "the image could not be read: set it (--set image=NAME)",
-            origin="spark-tui",
-        )
-        where = f"container {container} ({image})" if container else "no container"
-        head = [
-            f"# Adopted by spark-tui from the engine running on {node} (pid {engine.pid}, {where}):",
-            f"#   {shlex.join(engine.args)}",  # whole: the operator confirms what runs
-            "# status: untested; edit it as you would any recipe (docs/recipes.md).",
-        ]
-        head += [f"#   not mapped: {u}".replace("\n", " ") for u in recipe.unmapped]
-        return recipe, "\n".join(head) + "\n" + recipe_to_yaml(recipe)
+        """The deployment running now as a recipe, and the file text to show before saving."""
+        return self.adoption.adopt_running()
 
     def save_adopted(self, recipe: Recipe, text: str) -> Path | None:
-        """Use an adopted recipe from now on; on a real cluster it is saved among the user's
-        recipes (a simulation keeps it for the session). The path written, if any."""
-        policy.refuse_if_read_only(f"save the adopted recipe {recipe.id}")
-        path = None
-        if not self.simulated:
-            from spark_tui import paths
-
-            path = paths.user_recipes_dir() / f"{recipe.id}.yaml"
-            if path.exists():
-                raise InputError(f"{path} exists: remove or rename it first", str(path))
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
-        self._adopted[recipe.id] = recipe
-        self.journal.append(
-            event="recipe-adopted", recipe=recipe.id, file=str(path) if path else None
-        )
-        self._book = None
-        self.use_recipe(recipe.id)
-        return path
+        """Use an adopted recipe from now on (saved among the user's on a real cluster)."""
+        return self.adoption.save_adopted(recipe, text)
 
     def recipe_label(self) -> str:
         r = self.recipe()
@@ -651,9 +550,11 @@ class Session:
         """(Re)launch the recipe in use: stop the stack, drop caches (as the recipe says,
         unless `clean` says otherwise), Ray, serve, smoke."""
         recipe = self._require_recipe("launch")
+        serves = any(st.engine is not None for st in self.states().values())
+        verb = "Relaunch" if serves or self._last_launch_at is not None else "Launch"
         return action_plan(
             "relaunch",
-            f"Relaunch {recipe.id} (rev {recipe.revision})",
+            f"{verb} {recipe.id} (rev {recipe.revision})",
             [("relaunch", {"clean": recipe.drop_caches if clean is None else clean})],
             self.config,
             recipe,
@@ -698,7 +599,15 @@ class Session:
         fixed = result.ok and result.verified is not False and remedial and bool(plan.wall)
         if fixed and self.monitor is not None:
             self.monitor.resolve_fixed(plan.wall, plan.fix.title, self._last_launch_at)
+        if result.message != "not confirmed: nothing ran":
+            for listener in list(self._applied):
+                listener(plan, result)
         return result
+
+    def subscribe_applied(self, listener: Applied) -> None:
+        """Be told of every plan this session ran (the driver keeps its count of launches
+        and fixes so; called from the thread that applied it)."""
+        self._applied.append(listener)
 
     def _require_recipe(self, what: str) -> Recipe:
         recipe = self.recipe()
@@ -708,11 +617,6 @@ class Session:
                 "or adopt what runs now as one (spark-tui recipes adopt)"
             )
         return recipe
-
-    def after_crash(self) -> RelaunchDecision:
-        """Whether the active error walls allow one automatic relaunch (at most one per
-        diagnosis, never blindly), and with which fix."""
-        return decide_after_crash(self.diagnoses(), self.guard, self.clock.now())
 
     def unfinished(self) -> list[UnfinishedRun]:
         """Changes that started and never ended (a kill, a crash): what may have half-run."""
@@ -817,165 +721,28 @@ class Session:
         return report
 
     def status(self) -> list[NodeStatus]:
-        """Every node now: reachable, containers up, Ray membership, serving phase, model.
-
-        With the monitor running, its readings (the phase from the logs); else one round
-        of each node, the phase from the engine's own /metrics (serving when it answers)."""
-        from spark_tui.nodes.sampler import sample
-
-        if self.monitor is not None:
-            self.monitor.wait_rounds(1, timeout=60.0)  # a round taken after this call
-        live = self.states()
-        states = {
-            n.name: live.get(n.name) or sample(self.transports[n.name], n, self.clock)
-            for n in self.config.nodes
-        }
-        phases = {name: st.serving.phase for name, st in states.items()}
-        if not live:
-            phases = {name: self._engine_phase(name, st) for name, st in states.items()}
-            head = self.config.head.name
-            for name, st in states.items():  # a Ray member serves what its head serves
-                if name != head and st.engine is None and (st.ray_member or st.stack_up):
-                    phases[name] = phases[head]
-        tok_s = self.last_tok_s()
-        out = []
-        for n in self.config.nodes:
-            st = states[n.name]
-            up = tuple(
-                c.name if c.state == "running" else f"{c.name} ({c.state})"
-                for c in st.containers
-                if c.state in ("running", "restarting")
-            )
-            if st.ray is not None:
-                ray = f"head of {st.ray.nodes_alive} nodes, {st.ray.gpus_total:g} GPUs"
-            elif st.ray_member:
-                ray = "member"
-            else:
-                ray = "not running"
-            engine = st.engine
-            out.append(
-                NodeStatus(
-                    n.name,
-                    n.role,
-                    st.reachable,
-                    st.unavailable.get("node", ""),
-                    up,
-                    ray,
-                    phases[n.name] if st.reachable else "unknown",
-                    engine.model if engine else None,
-                    engine.port if engine else None,
-                    tok_s if n.role == "head" and phases[n.name] == "serving" else None,
-                )
-            )
-        return out
-
-    def _engine_phase(self, node: str, state: NodeState) -> str:
-        """Without the logs: an engine whose /metrics answers serves; one that does not yet
-        is starting; none is stopped."""
-        from spark_tui import shell
-        from spark_tui.nodes import commands
-        from spark_tui.nodes.parsers import Unparseable
-        from spark_tui.nodes.parsers.metrics import parse_metrics
-        from spark_tui.nodes.transport import NodeUnreachable
-
-        if not state.reachable or state.engine is None:
-            return "stopped" if state.reachable else "unknown"
-        command = shell.fill(commands.METRICS, {"port": state.engine.port})
-        try:
-            res = self.transports[node].run(command, timeout=10.0)
-        except NodeUnreachable:
-            return "unknown"
-        return "starting" if isinstance(parse_metrics(res.stdout), Unparseable) else "serving"
+        """Every node now: reachable, containers, Ray, serving phase, model (StatusReader)."""
+        return self.status_reader.status()
 
     def chat_request(self) -> tuple[bool, str]:
-        """One chat request to the engine on the head, as a client sends it (the recipe's
-        smoke request; it changes nothing, so it is not journaled): whether it answered, and
-        its tok/s or why not."""
-        from spark_tui.recipes.render import smoke_command
-        from spark_tui.remedy.launch import parse_smoke
-
-        recipe = self._require_recipe("send a request to")
-        head = self.config.head.name
-        res = self.transports[head].run(smoke_command(recipe), timeout=recipe.smoke.timeout_s)
-        if not res.ok:
-            return False, res.tail(1) or f"exit {res.exit_code}"
-        tokens, seconds, why = parse_smoke(res.stdout)
-        if why:
-            return False, why
-        if tokens and seconds:
-            self._last_tok_s = tokens / seconds
-            return True, f"{self._last_tok_s:.1f} tok/s"
-        return True, "answered"
+        """One chat request to the engine on the head: whether it answered, tok/s or why not."""
+        return self.status_reader.chat_request()
 
     def last_tok_s(self) -> float | None:
         """tok/s of the newest smoke request that answered (this session's or the journal's)."""
-        if self._last_tok_s is not None:
-            return self._last_tok_s
-        for e in reversed(self.journal.entries()):
-            if e.get("event") == "finished" and e.get("action") == "smoke" and e.get("tok_s"):
-                return float(e["tok_s"])
-        return None
+        return self.status_reader.last_tok_s()
 
     def report(
         self,
         diagnoses: list[Diagnosis] | None = None,
         versions: dict[str, dict[str, str]] | None = None,
     ) -> str:
-        """The Markdown incident report of this session (journal and revisions included)."""
-        from spark_tui.remedy.report import ReportData, build_report
-
-        recipe = self.recipe()
-        data = ReportData(
-            cluster=self.config,
-            recipe=recipe,
-            revisions=self.revisions.revisions(recipe.id) if recipe else [],
-            versions=versions or {},
-            diagnoses=diagnoses if diagnoses is not None else self.diagnoses(True),
-            journal=self.journal.entries(),
-            journal_skipped=list(self.journal.skipped),
-        )
-        ev = self.state.evidence_dir
-        if ev.is_dir():
-            for f in sorted(ev.glob("*/*.txt"))[-20:]:
-                with contextlib.suppress(OSError):  # a planted FIFO or symlink: left out
-                    data.evidence[f"{f.parent.name}/{f.name}"] = read_state_text(f)
-        return build_report(data)
+        """The Markdown incident report of this session (Reports)."""
+        return self.reports.report(diagnoses, versions)
 
     def export_report(self, diagnoses: list[Diagnosis] | None = None) -> Path:
-        """Write the report where it outlives the session (a simulation's state does not:
-        its reports go to the temporary directory); its path."""
-        import tempfile
-
-        reports = (
-            Path(tempfile.gettempdir()) / "spark-tui-demo-reports"
-            if self.state.scratch
-            else self.state.reports_dir
-        )
-        out = reports / time.strftime("incident-%Y%m%d-%H%M%S.md")
-        out.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        write_atomic(out, self.report(diagnoses))  # /tmp is shared: nothing planted followed
-        return out
-
-    def bringup(self) -> GuidedBringUp:
-        """The guided bring-up over this cluster (one per session: it resumes)."""
-        if self._bringup is None:
-            from spark_tui.bringup import GuidedBringUp
-
-            self._bringup = GuidedBringUp(self)
-        return self._bringup
-
-    def worst_active(self) -> Diagnosis | None:
-        """The diagnosis a front end should show first: most severe, readings before log
-        lines (a log line's cause is chosen where it holds), then the earliest."""
-        active = [d for d in self.diagnoses() if d.severity != "info" and d.fixes()]
-        active.sort(
-            key=lambda d: (
-                SEVERITY_RANK[d.severity],
-                d.source.kind != READINGS,
-                d.first_seen,
-            )
-        )
-        return active[0] if active else None
+        """Write the report where it outlives the session; its path (Reports)."""
+        return self.reports.export_report(diagnoses)
 
 
 __all__ = [

@@ -217,16 +217,25 @@ def test_doctor_with_a_missing_tool(sshd_cluster: SshdCluster, missing: str) -> 
     cluster = sshd_cluster.cluster_config()
     transports = {n.name: sshd_cluster.transport(n.name) for n in cluster.nodes}
     try:
-        report = run_doctor(cluster, transports, load_knowledge(), RealClock())
+        report = run_doctor(
+            cluster, transports, load_knowledge(), RealClock(), image="vllm-node:latest"
+        )
     finally:
         for t in transports.values():
             t.close()
     checks = {(c.id, c.node): c for c in report.checks}
     assert checks[("reachable", "spark2")].status == "pass"
     if missing == "nvidia-smi":
-        assert checks[("gpu", "spark2")].detail == "nvidia-smi: not available"
+        # a GPU node with no GPU readable is a failure, and says why
+        gpu = checks[("gpu", "spark2")]
+        assert gpu.status == "fail" and "nvidia-smi: not available" in gpu.detail
     else:  # this machine's real docker has no daemon: docker's own words
         assert "docker" in report.states["spark2"].unavailable["containers"]
+        # the image check names the real cause (here the real docker without its daemon),
+        # not "image missing"
+        image = checks[("container-image", None)].detail
+        assert "spark2: docker's daemon cannot be reached" in image, image
+        assert "missing on spark2" not in image, image
     assert report.states["spark2"].memory is not None
 
 

@@ -15,7 +15,6 @@ from spark_tui.recipes.clusters import simulated_cluster
 from spark_tui.recipes.loader import load_recipes
 from spark_tui.recipes.overrides import apply_sets
 from spark_tui.recipes.render import render_plan
-from spark_tui.remedy.bringup import BringUp
 from spark_tui.remedy.fixes import action_plan, run_fix
 from spark_tui.remedy.launch import AutoRelaunchGuard, LaunchRunner, parse_smoke
 from spark_tui.state import StateDir
@@ -136,40 +135,6 @@ def test_one_automatic_relaunch_per_diagnosis() -> None:
     assert not guard.claim("vllm-free-memory-low@spark2#1", 2.0)
     assert AutoRelaunchGuard(path).allowed("vllm-free-memory-low@spark2#2")  # a new diagnosis
     assert not AutoRelaunchGuard(path).allowed("vllm-free-memory-low@spark2#1")  # survives restarts
-
-
-def test_bringup_resumes_where_it_stopped(tmp_path: Path) -> None:
-    cluster = simulated_cluster(2)
-    world = make_world(tmp_path / "w", cluster)
-    recipe = load_recipes().get("minimax-m2.7-mxfp4-vllm-tp2")
-    first = BringUp(recipe, cluster, run_env(world.transports), sets=_sets(tmp_path))
-    labels = [u.label for u in first.units()]
-    assert [u.stage for u in first.units()][:4] == ["preflight"] * 4
-    for _ in range(5):  # stop leftovers x2, drop caches x2, ray head
-        first.step()
-    saved = json.loads(StateDir.real().bringup_path(recipe.id).read_text())
-    assert saved["next_unit"] == 5 and saved["done"] == labels[:5]
-    # a new process: same recipe, same stamp → resumes at the worker
-    second = BringUp(recipe, cluster, run_env(world.transports), sets=_sets(tmp_path))
-    assert second.resumed and second.state.next_unit == 5
-    calls_before = len(world.calls())
-    state = second.run()
-    assert state.status == "done" and state.tok_s == pytest.approx(32.0)
-    new_calls = world.calls()[calls_before:]
-    assert not any("ray-head" in c and c.startswith("docker run") for c in new_calls)
-    assert any("ray start --address=" in c for c in new_calls)
-
-
-def test_bringup_failure_stays_next_until_asked(tmp_path: Path) -> None:
-    cluster = simulated_cluster(2)
-    world = make_world(tmp_path / "w", cluster, SUDO_NEEDS_PASSWORD="1")
-    recipe = load_recipes().get("minimax-m2.7-mxfp4-vllm-tp2")
-    b = BringUp(recipe, cluster, run_env(world.transports), sets=_sets(tmp_path))
-    state = b.run()
-    assert state.status == "failed" and state.stage == "preflight"
-    assert "drop-caches@spark1" in state.message and "sudo needs a password" in state.message
-    assert state.next_unit == 2  # the failed drop-caches runs again only on the next run()
-    assert not any(c.startswith("docker run") for c in world.calls())
 
 
 def test_hostile_recipe_values_are_quoted_never_run(tmp_path: Path) -> None:

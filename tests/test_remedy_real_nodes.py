@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from spark_tui.driver import Driver
 from spark_tui.recipes.render import render_plan
-from spark_tui.remedy.bringup import BringUp
 from spark_tui.remedy.fixes import FixResult, plan_fix, run_fix
 from spark_tui.remedy.launch import LaunchRunner
 from spark_tui.session import open_cluster
@@ -26,14 +26,13 @@ SPEED = 4000.0
 
 def test_bringup_over_the_simulator_serves_and_measures() -> None:
     with open_cluster(scenario="healthy", speed=SPEED) as session:
-        events = []
-        recipe = session.recipe()
-        assert recipe is not None
-        b = BringUp(recipe, session.config, session.environment(), emit=events.append)
-        state = b.run()
-        assert state.status == "done", state.message
-        assert state.tok_s is not None and state.tok_s > 5
-        assert [u.stage for u in b.units()][-1] == "smoke"
+        events: list = []
+        session.start()
+        driver = Driver(session)
+        end = driver.run(progress=events.append, yes=True)
+        assert end.kind == "serving", (end, driver.steps)
+        assert driver.tok_s is not None and driver.tok_s > 0
+        assert [s.kind for s in driver.steps][-2:] == ["launch", "soak"]
         details = [e.detail for e in events if e.status == "ok"]
         assert "Ray shows 2 GPUs" in details and "Application startup complete" in details
 

@@ -91,18 +91,26 @@ def test_bringup_end_to_end_lands_on_the_diagnosis_then_resumes_to_serving() -> 
             assert all(
                 "/etc/modprobe.d/zz-nvidia-drm-override.conf" not in n.files for n in nodes.values()
             )
-            # resume where it stopped: the doctor again, then every step to the smoke request
-            for step in ("doctor", "fixes", "ray", "launch", "smoke"):
+            # go on where it stopped: the doctor again, then every step to serving
+            for step in ("doctor", "fixes", "launch", "serving"):
                 await wait_for(pilot, lambda s=step: screen.step == s)
                 await pilot.press("g")
-                await wait_for(
-                    pilot,
-                    lambda s=step: screen.driver.status(s) in ("ok", "failed"),
-                    limit_s=90,
-                    state=lambda s=step: (s, screen.step, screen.outcome, app.screen_stack),
-                )
+
+                async def answered(s=step) -> bool:  # the launch is confirmed like any step
+                    if isinstance(app.screen, ConfirmModal):
+                        assert app.screen.prompt.startswith("Launch "), app.screen.prompt
+                        await pilot.press("y")
+                    return screen.driver.status(s) in ("ok", "failed") and not screen.running
+
+                for _ in range(1800):
+                    if await answered():
+                        break
+                    await pilot.pause(0.05)
                 assert screen.driver.status(step) == "ok", (screen.outcome, app.screen_stack)
             assert "tok/s" in screen.outcome.summary
+            # the same steps `up` takes: the doctor, the fixes, one launch, the soak
+            kinds = [s.kind for s in app.driver.steps]
+            assert kinds.count("launch") == 1 and kinds[-1] == "soak", kinds
             assert not any(isinstance(s, ConfirmModal) for s in app.screen_stack)
 
     asyncio.run(scenario())

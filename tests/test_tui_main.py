@@ -239,11 +239,11 @@ def test_palette_runs_actions_and_read_only_refuses_undo_and_bringup_steps() -> 
             await pilot.pause()
             screen = app.screen
             assert isinstance(screen, BringUpScreen)
-            screen._show("ray")
+            screen._show("launch")
             await pilot.press("g")
             await pilot.pause()
-            assert screen.driver.status("ray") == "pending"  # nothing ran
-            assert "read-only: refused to run the ray step" in app.main_screen.last_result[2]
+            assert screen.driver.status("launch") == "pending"  # nothing ran
+            assert "read-only: refused to run the launch step" in app.main_screen.last_result[2]
 
     asyncio.run(scenario())
 

@@ -79,7 +79,7 @@ def test_flashmla_switch_leaves_the_status_relaunch_and_bringup_on_the_new_recip
             await pilot.press("enter")
             await wait_for(pilot, lambda: not isinstance(app.screen, FixModal))
             assert status.recipe.startswith("minimax-m2.7-nvfp4-vllm-tp2")
-            assert app.session.bringup().recipe_id == "minimax-m2.7-nvfp4-vllm-tp2"
+            assert app.session.recipe().id == "minimax-m2.7-nvfp4-vllm-tp2"
             await pilot.press("r")
             await wait_for(pilot, lambda: isinstance(app.screen, FixModal))
             assert app.screen.plan.fix.title.startswith("Relaunch minimax-m2.7-nvfp4-vllm-tp2")

@@ -8,6 +8,7 @@ import os
 import stat
 from pathlib import Path
 
+from spark_tui.driver import decide_after_crash, unattended_fix
 from spark_tui.entry import main
 from spark_tui.events import DiagnosisRaised
 from spark_tui.kb.diagnosis import DiagnosisBook
@@ -17,7 +18,7 @@ from spark_tui.nodes.cluster import ClusterConfig, NodeConfig
 from spark_tui.nodes.local import LocalTransport
 from spark_tui.nodes.rules import RuleEngine
 from spark_tui.remedy.evidence import AutoEvidence, collect_evidence, evidence_only
-from spark_tui.remedy.launch import AutoRelaunchGuard, decide_after_crash
+from spark_tui.remedy.launch import AutoRelaunchGuard
 from spark_tui.remedy.render import evidence_command
 from spark_tui.state import StateDir
 
@@ -210,8 +211,10 @@ def test_no_diagnosis_no_relaunch(tmp_path: Path) -> None:
 def test_a_wall_whose_fixes_do_not_relaunch_is_asked_for(tmp_path: Path) -> None:
     line = "safetensors_rust.SafetensorError: Error while deserializing header: MetadataIncompleteBuffer"
     diags = crash("safetensors-corrupt-shard", line)
-    # its first fix fetches the checkpoint again (run): no relaunch by itself; the fix that
-    # relaunches only patches the load format (the recipe's revisions can undo it)
-    assert diags[0].fixes()[0] == "refetch-checkpoint"
+    # its first fix repairs the files on the nodes and cannot be undone: not taken with nobody
+    # asked; the fix that relaunches only patches the load format (revisions can undo it)
+    first = diags[0].wall.fix(diags[0].fixes()[0])
+    assert first is not None and first.id != "plain-safetensors-loader"
+    assert not unattended_fix(first)
     d = decide_after_crash(diags, AutoRelaunchGuard(tmp_path / "g.json"), 0)
     assert d.relaunch and d.fix == "plain-safetensors-loader"

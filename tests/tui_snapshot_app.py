@@ -20,7 +20,6 @@ time.tzset()
 from textual.widgets import Input  # noqa: E402
 
 import spark_tui.recipes.render as _render  # noqa: E402
-import spark_tui.remedy.bringup as _bringup  # noqa: E402
 import spark_tui.remedy.fixes as _fixes  # noqa: E402
 from spark_tui import policy  # noqa: E402
 from spark_tui.kb.loader import load_knowledge  # noqa: E402
@@ -42,7 +41,7 @@ def freeze_stamps(monkeypatch=None) -> None:
     """The same stamp in every plan, for a picture that never changes. With a monkeypatch
     (tests) only for that test: a frozen stamp left behind would give two launches of a
     later test the same rename target, and the second launch a name conflict."""
-    for module in (_render, _bringup, _fixes):
+    for module in (_render, _fixes):
         if monkeypatch is not None:
             monkeypatch.setattr(module, "stamp_now", _frozen_stamp)
         else:

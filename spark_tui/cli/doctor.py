@@ -25,7 +25,7 @@ def run(args: argparse.Namespace) -> int:
     from spark_tui.session import open_cluster
 
     config = getattr(args, "sub_config", None) or getattr(args, "config", None)
-    with open_cluster(config, no_config="refuse") as session:
+    with open_cluster(config, no_config="refuse", demo_flag=False) as session:
         report = session.doctor()
     if args.json:
         json.dump(report.to_json(), sys.stdout, ensure_ascii=False)

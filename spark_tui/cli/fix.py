@@ -36,7 +36,10 @@ def run(args: argparse.Namespace) -> int:
     config = args.fix_config or getattr(args, "config", None)
     # a dry run may render for the simulated cluster; running needs real nodes
     with open_cluster(
-        config, recipe=args.recipe, no_config="simulate" if args.dry_run else "refuse"
+        config,
+        recipe=args.recipe,
+        no_config="simulate" if args.dry_run else "refuse",
+        demo_flag=False,
     ) as session:
         wall = session.kb.get(args.wall)
         if not wall.fixes:

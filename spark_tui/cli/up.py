@@ -50,16 +50,23 @@ def _human(event: dict) -> str:
         extra = f" → recipe {event['recipe']} rev {event['revision']}" if "recipe" in event else ""
         return f"fix {event['fix']} for {event['wall']}: {'ok' if event['ok'] else 'FAILED'} — {event['summary']}{extra}"
     if kind == "launch":
-        return f"launch {event['launch']}: {event['recipe']}"
+        how = (
+            f"the first request answered at {event['tok_s']:.1f} tok/s"
+            if event["ok"] and event.get("tok_s")
+            else ("the first request answered" if event["ok"] else f"FAILED — {event['why']}")
+        )
+        return f"launch {event['launch']} of {event['recipe']}: {how}"
+    if kind == "soak":
+        return f"soak: {'every request answered' if event['ok'] else 'a request FAILED'}"
     if kind == "serving":
-        tok = f" at {event['tok_s']:.1f} tok/s" if event.get("tok_s") else ""
-        return f"serving{tok}"
+        return "serving"
     if kind == "done":
         state = "serving" if event["serving"] else "NOT serving"
         active = ", ".join(
             f"{a['wall']}" + (f"@{a['node']}" if a["node"] else "") for a in event["active"]
         )
-        return f"done: {state}, {event['launches']} launch(es), recipe {event['recipe']}" + (
+        tok = f" at {event['tok_s']:.1f} tok/s" if event.get("tok_s") else ""
+        return f"done: {state}{tok}, {event['launches']} launch(es), recipe {event['recipe']}" + (
             f"; still active: {active}" if active else ""
         )
     rest = ", ".join(f"{k}={v}" for k, v in event.items() if k != "event")

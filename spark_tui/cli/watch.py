@@ -52,6 +52,9 @@ class EventPrinter:
         self._down: set[str] = set()  # nodes said to be unreachable (so "again" is true)
         self._sure: dict[tuple[str, str], str] = {}  # confidence printed per wall and source
 
+    _phase: dict[str, str]
+    crashed_on: str | None = None
+
     def write(self, event: LineEvent, text: str) -> None:
         with self._lock:
             self.out.write((dumps(event) if self.as_json else text) + "\n")
@@ -103,14 +106,22 @@ class EventPrinter:
                 where = d.node or "cluster"
                 text = f"{d.severity:7} {where:10} {d.wall.id}: {d.evidence}"
                 self.write(diagnosis_seen(d, event.time), text)
-        elif isinstance(event, NodeSampled) and event.state.serving.phase == "crashed":
-            self.crashed.set()
+        elif isinstance(event, NodeSampled):
+            phase = event.state.serving.phase
+            if phase == "crashed" and self._phase.get(event.node) != "crashed":
+                self.crashed_on = event.node  # a crash is a change into "crashed"
+                self.crashed.set()
+            self._phase[event.node] = phase
 
 
 def run(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from spark_tui.driver import Driver, step_events
     from spark_tui.session import open_cluster
 
     printer = EventPrinter(args.json)
+    printer._phase = {}
     stop = threading.Event()
     with open_cluster(
         config_of(args),
@@ -121,43 +132,77 @@ def run(args: argparse.Namespace) -> int:
     ) as session:
         printer.now = session.clock.now
         session.start(printer, period_s=args.period)
+        driver = Driver(session)
+        if args.auto_relaunch:  # the driver's steps, as `up --json` prints them
+
+            def stepped(step) -> None:
+                for event in step_events(step, session.recipe()):
+                    text = f"step {step.kind}: {'ok' if step.ok else 'failed'} {step.detail[:120]}"
+                    printer.write(replace(event, time=session.clock.now()), text)
+
+            driver.subscribe(stepped)
         try:
-            if session.plays_launch:  # a scenario plays as its story did: its recipe launched
+            if session.sim is not None and args.auto_relaunch:
+                # a simulated story, brought up as `up --yes` brings it up (the driver's steps)
+                driver.run(yes=True)
+                driver.end()
+            elif session.plays_launch:  # a scenario plays as its story did: its recipe launched
                 result = session.apply(session.plan_launch(), yes=True)
                 if not args.json:
                     how = "served" if result.ok else f"failed: {result.message}"
                     print(f"spark-tui: {args.demo}: the launch {how}", file=sys.stderr)
             duration = 20.0 if args.demo and args.duration is None else args.duration
-            _watch(session, printer, stop, duration, args.auto_relaunch)
+            ran_out = _watch(session, driver, printer, stop, duration, args.auto_relaunch)
+            if ran_out and args.duration is None:  # the demo's own limit: say it was reached
+                print(
+                    f"spark-tui: stopped after {duration:g} s (--duration S to watch longer)",
+                    file=sys.stderr,
+                )
         except KeyboardInterrupt:
             pass
     return 0
 
 
-def _watch(session, printer: EventPrinter, stop: threading.Event, duration, auto: bool) -> None:
-    """Wait for the duration (or forever); with `auto`, one relaunch per diagnosis after a crash."""
+def _watch(
+    session, driver, printer: EventPrinter, stop: threading.Event, duration, auto: bool
+) -> bool:
+    """Wait for the duration (or forever); with `auto`, one relaunch per diagnosis after a
+    crash (the driver's rule): one line per decision. True when the duration ran out."""
+    from spark_tui.driver import decide_after_crash
+
     end = None if duration is None else time.monotonic() + duration
+    said: tuple | None = None
     while not stop.is_set():
         left = None if end is None else end - time.monotonic()
         if left is not None and left <= 0:
-            return
+            return True
         if not printer.crashed.wait(min(left, 1.0) if left is not None else 1.0):
             continue
         printer.crashed.clear()  # seen: without this the wait returns at once, for ever
         if auto:
-            decision = session.after_crash()
+            if session.monitor is not None:
+                session.monitor.wait_rounds(1)  # the crash's walls, matched
+            decision = decide_after_crash(
+                session.diagnoses(), session.guard, session.clock.now(), driver.changes
+            )
+            key = (decision.relaunch, decision.wall, decision.reason)
+            if key == said and not decision.relaunch:
+                continue  # the same answer to the same crash: said once
+            said = key
             printer.write(
                 RelaunchDecided(
                     relaunch=decision.relaunch,
                     why=decision.reason,
                     wall=decision.wall,
                     fix=decision.fix,
+                    node=decision.node or printer.crashed_on,
                     time=session.clock.now(),
                 ),
-                f"after the crash: {decision.reason}",
+                f"after the crash on {printer.crashed_on}: {decision.reason}",
             )
             if decision.relaunch and decision.wall and decision.fix:
                 d = next(x for x in session.diagnoses() if x.wall.id == decision.wall)
                 fix = d.wall.fix(decision.fix)
                 if fix is not None:
                     session.apply(session.plan_fix(d, fix), yes=True)
+    return False

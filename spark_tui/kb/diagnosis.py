@@ -31,6 +31,18 @@ def confirming_conditions(
     return [r.when for r in wall.rules if r.scope in ("node", "cluster")]
 
 
+def source_kind(source: object) -> str:
+    """What a diagnosis was seen in: "readings" (a node's), "recipe" (its checks) or "log"
+    (a typed Source's kind; a plain text source read by its form)."""
+    kind = getattr(source, "kind", None)
+    if isinstance(kind, str):
+        return kind
+    text = str(source)
+    if text.endswith(":readings"):
+        return "readings"
+    return "recipe" if text.startswith("recipe:") else "log"
+
+
 @dataclass
 class Diagnosis:
     """One wall seen in one source (a log file, a node's stream, a node's readings)."""
@@ -51,6 +63,9 @@ class Diagnosis:
     # attempt makes its log lines history; seen again, it is active again
     resolved_at: float | None = None
     resolution: str = ""
+    # a log wall whose fix was verified: fixed, waiting for the relaunch that proves it
+    fixed_at: float | None = None
+    fixed_how: str = ""
     attempt: int = 0  # the launch attempt it was seen in (0: before any launch)
     confidence: str = FROM_LOG  # confirmed (by readings) | from-log | suspected
     confirm: list[tuple[Condition, ...]] = field(default_factory=list)  # what would confirm it
@@ -58,13 +73,28 @@ class Diagnosis:
 
     @property
     def active(self) -> bool:
-        return self.resolved_at is None
+        return self.resolved_at is None and self.fixed_at is None
+
+    @property
+    def state(self) -> str:
+        """Its life: "active" → "fixed" (a verified fix, waiting for the relaunch that proves
+        it) → "resolved"; seen again, "active" again."""
+        if self.resolved_at is not None:
+            return "resolved"
+        return "fixed" if self.fixed_at is not None else "active"
 
     def resolve(self, now: float, how: str) -> bool:
         """Mark it resolved (once); False when it already was."""
         if self.resolved_at is not None:
             return False
         self.resolved_at, self.resolution = now, how
+        return True
+
+    def mark_fixed(self, now: float, how: str) -> bool:
+        """Its fix was verified; the next launch proves it. False unless it was active."""
+        if not self.active:
+            return False
+        self.fixed_at, self.fixed_how = now, how
         return True
 
     @property
@@ -119,6 +149,7 @@ class DiagnosisSnapshot:
     cause: str | None
     resolved: str | None  # how, once it no longer holds
     reason: str | None = None  # why only suspected
+    fixed: str | None = None  # its fix verified, waiting for the relaunch that proves it
 
     @classmethod
     def of(cls, d: Diagnosis) -> DiagnosisSnapshot:
@@ -135,7 +166,8 @@ class DiagnosisSnapshot:
             fixes=tuple(d.fixes()),
             node=d.node,
             cause=d.cause,
-            resolved=None if d.active else d.resolution,
+            resolved=d.resolution if d.state == "resolved" else None,
+            fixed=d.fixed_how if d.state == "fixed" else None,
             reason=d.reason if d.reason and d.confidence == SUSPECTED else None,
         )
 
@@ -155,7 +187,9 @@ class DiagnosisSnapshot:
         }
         if self.reason is not None:
             out["reason"] = self.reason
-        if self.resolved is not None:
+        if self.fixed is not None:
+            out["fixed"] = self.fixed
+        elif self.resolved is not None:
             out["resolved"] = self.resolved
         return out
 
@@ -230,8 +264,9 @@ class DiagnosisBook:
         self._last_line[key] = line
         diag.count += 1
         diag.last_seen = now
-        if not diag.active:  # seen again after it was resolved: a new episode
+        if not diag.active:  # seen again after it was resolved or fixed: a new episode
             diag.resolved_at, diag.resolution = None, ""
+            diag.fixed_at, diag.fixed_how = None, ""
             diag.first_seen, diag.line, diag.evidence = now, line, evidence
             diag.evidence_lines = list(lines or ((line, evidence),))
             diag.confidence = confidence  # as sure as its new evidence

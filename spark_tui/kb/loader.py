@@ -438,7 +438,7 @@ def parse_wall(data: Any, file: str) -> Wall:
         or not all(isinstance(r, str) and r.strip() for r in refs)
     ):
         c.err(
-            "'references' must list the seeds and upstream issues this wall comes from",
+            "'references' must list the write-ups and upstream issues this wall comes from",
             data,
             "references",
         )

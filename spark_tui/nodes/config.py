@@ -80,7 +80,7 @@ def load_cluster(path: Path | None = None) -> ClusterConfig:
             raise InputError(
                 f"no cluster.yaml in the current directory or {paths.config_dir()} "
                 "(write one with 'spark-tui discover', or give --config FILE; the format is in "
-                "docs/cluster-yaml.md)"
+                f"{paths.doc('cluster-yaml.md')})"
             )
     return parse_cluster(load_yaml(Path(path)), str(path))
 

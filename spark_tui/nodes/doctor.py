@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from spark_tui import shell
 from spark_tui.clock import Clock
+from spark_tui.kb.diagnosis import Diagnosis
 from spark_tui.kb.loader import parse_wall
 from spark_tui.kb.schema import Wall
 from spark_tui.nodes import commands
@@ -101,6 +102,9 @@ class DoctorReport:
     cluster: ClusterConfig
     states: dict[str, NodeState]
     checks: list[Check] = field(default_factory=list)
+    # the walls its readings predict a launch would hit (durations not waited for): the
+    # driver fixes them before the launch
+    predicted: list[Diagnosis] = field(default_factory=list)
 
     @property
     def reachable(self) -> list[str]:
@@ -218,8 +222,20 @@ def run_doctor(
     paths = list(model_paths)
     if paths:  # the places one model may be: found in any of them
         add(_model_files(paths, nodes, states, transports))
-    report.checks.extend(_wall_checks(kb, states, clock.now(), recipe_facts))
+    report.checks.extend(_wall_checks(kb, states, clock.now(), recipe_facts, report.predicted))
     if fit_recipe is not None:
+        wanted = getattr(fit_recipe, "nodes", 1)
+        if wanted > len(nodes):
+            rid = getattr(fit_recipe, "id", "the recipe")
+            add(
+                Check(
+                    "recipe-nodes",
+                    None,
+                    FAIL,
+                    f"{rid} needs {wanted} nodes; the cluster has {len(nodes)}: add nodes to "
+                    "cluster.yaml or choose a recipe for this many",
+                )
+            )
         report.checks.extend(_fit_checks(fit_recipe, cluster, states))
     return report
 
@@ -256,11 +272,14 @@ def _wall_checks(
     states: Mapping[str, NodeState],
     now: float,
     recipe_facts: Mapping[str, object] | None,
+    predicted: list[Diagnosis] | None = None,
 ) -> list[Check]:
     walls = preflight_walls(kb)
     engine = RuleEngine(walls)
     firings = engine.evaluate_states(states, now, recipe_facts, ignore_durations=True)
     fired = {(f.diagnosis.wall.id, f.subject): f.diagnosis for f in firings}
+    if predicted is not None:
+        predicted.extend(fired.values())
     reachable = {name: s.facts() for name, s in states.items() if s.reachable}
     cluster_f = cluster_facts(states)
     recipe = dict(recipe_facts or {})
@@ -377,20 +396,30 @@ def _ssh_from_head(head: NodeConfig, head_up: bool, head_t: Transport, n: NodeCo
         return Check(
             "ssh-from-head", n.name, PASS, f"{head.name} reaches {target} without a password"
         )
-    return Check(
-        "ssh-from-head",
-        n.name,
-        FAIL,
-        f"{head.name} cannot ssh to {target} without a password (ssh-copy-id from the head "
-        f"fixes it): {r.tail(2) or f'exit {r.exit_code}'}",
-    )
+    said = f"{r.stdout}\n{r.stderr}"
+    tail = r.tail(2) or f"exit {r.exit_code}"
+    if "Host key verification failed" in said or "HOST IDENTIFICATION HAS CHANGED" in said:
+        why = (
+            f"{head.name} refuses {target}'s host key (unknown or changed): check it, then "
+            f"accept it once from the head (ssh {target}) or add it to the head's known_hosts"
+        )
+    elif "Permission denied" in said:
+        why = (
+            f"{head.name} cannot ssh to {target} without a password (ssh-copy-id from the "
+            "head fixes it)"
+        )
+    else:
+        why = f"{head.name} cannot ssh to {target}"
+    return Check("ssh-from-head", n.name, FAIL, f"{why}: {tail}")
 
 
 def _gpu_check(n: NodeConfig, s: NodeState) -> Check:
     if s.gpus:
         names = ", ".join(sorted({g.name for g in s.gpus}))
         return Check("gpu", n.name, PASS, f"{len(s.gpus)} × {names}")
-    return Check("gpu", n.name, WARN, s.unavailable.get("gpu", "nvidia-smi shows no GPU"))
+    # every node of the cluster serves on its GPU: none readable is a failure, not a warning
+    why = s.unavailable.get("gpu", "nvidia-smi shows no GPU")
+    return Check("gpu", n.name, FAIL, f"no GPU readable ({why}): the engine needs one here")
 
 
 def _fabric_link(n: NodeConfig, s: NodeState) -> Check:
@@ -517,6 +546,7 @@ def _same_everywhere(
     command: str,
 ) -> Check:
     answers: dict[str, str | None] = {}
+    causes: dict[str, str] = {}
     for n in nodes:
         if not states[n.name].reachable:
             continue
@@ -524,15 +554,31 @@ def _same_everywhere(
         answers[n.name] = (
             r.stdout.strip().split()[0] if r is not None and r.ok and r.stdout.strip() else None
         )
+        if answers[n.name] is None and r is not None:
+            causes[n.name] = _missing_because(r)
     missing = [n for n, v in answers.items() if v is None]
     if missing:
-        return Check(check_id, None, FAIL, f"{what} missing on {', '.join(missing)}")
+        absent = [n for n in missing if not causes.get(n)]
+        parts = [f"{what} missing on {', '.join(absent)}"] if absent else []
+        parts += [f"{n}: {causes[n]}" for n in missing if causes.get(n)]
+        return Check(check_id, None, FAIL, "; ".join(parts))
     if len(set(answers.values())) > 1:
         detail = ", ".join(f"{n} {v[:19]}" for n, v in answers.items() if v)
         return Check(check_id, None, WARN, f"{what} differs between nodes: {detail}")
     if not answers:
         return Check(check_id, None, SKIP, "no node reachable")
     return Check(check_id, None, PASS, f"{what}: the same on {len(answers)} nodes")
+
+
+def _missing_because(r: object) -> str:
+    """Why a command that reads something found nothing: the tool itself missing (exit 127),
+    its daemon down, or the thing really absent ("" then)."""
+    said = f"{getattr(r, 'stdout', '')}\n{getattr(r, 'stderr', '')}"
+    if getattr(r, "exit_code", None) == 127 or "command not found" in said:
+        return "docker is not installed (or not on the PATH of the SSH login)"
+    if "Cannot connect to the Docker daemon" in said or "permission denied" in said.lower():
+        return "docker's daemon cannot be reached by this user (is it running; is the user in the docker group?)"
+    return ""
 
 
 def model_size(
@@ -590,3 +636,18 @@ def _model_files(
             "container (/root/.cache/huggingface/…) or download it with huggingface-cli",
         )
     return Check("model-files", None, PASS, text)
+
+
+def doctor_summary(report: DoctorReport) -> str:
+    """'26 passed, 2 warnings, 1 failed — reachable on spark2: …' (no 'doctor:' prefix)."""
+    counts = {"pass": 0, "warn": 0, "fail": 0, "skip": 0}
+    for c in report.checks:
+        counts[c.status] = counts.get(c.status, 0) + 1
+    words = {"pass": "passed", "warn": "warnings", "fail": "failed", "skip": "skipped"}
+    summary = ", ".join(f"{n} {words[k]}" for k, n in counts.items() if n)
+    failed = [
+        f"{c.id}{' on ' + c.node if c.node else ''}: {c.detail}"
+        for c in report.checks
+        if c.status == "fail"
+    ]
+    return summary + (" — " + "; ".join(failed) if failed else "")

@@ -570,7 +570,7 @@ def _advice(
         store = max((n.object_store_bytes for n in nodes), default=0)
         out.append(
             f"Ray's object store is not capped: {_gib(store)} GiB a node (30 % of memory) that "
-            "vLLM never uses; cap it with --set ray.--object-store-memory=1073741824 (seed 002)"
+            "vLLM never uses; cap it with --set ray.--object-store-memory=1073741824"
         )
     if not recipe.drop_caches:
         cache = [n for n in nodes if n.available_bytes is not None]

@@ -125,9 +125,10 @@ class FixPlan:
         return [redact(line) for line in lines]  # shown: secrets as ${NAME}
 
     def confirmation_prompt(self) -> str:
-        verb = {"disruptive": "stops serving", "destructive": "reboots or changes files"}.get(
-            self.fix.risk, "runs commands"
-        )
+        verb = {
+            "disruptive": "stops what serves there, if anything",
+            "destructive": "reboots or changes files",
+        }.get(self.fix.risk, "runs commands")
         where = ", ".join(self.nodes) or "the recipe only"
         return f"{self.fix.title}: this {verb} ({self.fix.risk}) on {where}. Run it?"
 

@@ -6,7 +6,7 @@ ActionProgress through `emit`; with a journal, every command has its `started`
 record before it runs and its `finished` record after. A relaunch is the
 `relaunch` action of spark_tui.remedy.actions (previewed, confirmed, journaled).
 After a crash nothing restarts blindly: `AutoRelaunchGuard` allows one automatic
-relaunch per diagnosis, `decide_after_crash` says whether this is one.
+relaunch per diagnosis (spark_tui.driver decides whether this is one).
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from spark_tui import shell
 from spark_tui.clock import Clock, RealClock
 from spark_tui.errors import SparkTuiError
 from spark_tui.events import ActionProgress
-from spark_tui.kb.diagnosis import Diagnosis
 from spark_tui.kb.matcher import Matcher
 from spark_tui.nodes.transport import CommandResult, NodeUnreachable, Transport
 from spark_tui.recipes.plan import LaunchStep, ray_gpus, tar_dir
@@ -363,71 +362,3 @@ class AutoRelaunchGuard:
 
 
 WALL_KEY = "wall:"
-
-
-def _undoable(action_type: str) -> bool:
-    """An action an automatic relaunch may take: it relaunches, gathers evidence, or makes a
-    recipe revision (undo restores it); nothing else it changes can be taken back."""
-    from spark_tui.remedy.actions import kind
-
-    k = kind(action_type)
-    revision = k.changes_recipe and not k.replaces_recipe and not k.on_nodes
-    return k.relaunches or k.collects_evidence or revision
-
-
-def _relaunches(action_type: str) -> bool:
-    from spark_tui.remedy.actions import kind
-
-    return kind(action_type).relaunches
-
-
-@dataclass(frozen=True)
-class RelaunchDecision:
-    """What to do after a crash: relaunch once without asking, or ask (and why)."""
-
-    relaunch: bool
-    wall: str | None
-    reason: str
-    fix: str | None = None  # the wall's fix that relaunches
-
-
-def decide_after_crash(
-    diagnoses: list[Diagnosis], guard: AutoRelaunchGuard, when: float
-) -> RelaunchDecision:
-    """Classify first, then relaunch at most once per diagnosis and once per wall.
-
-    The first error diagnosis (in the order they were seen) names the crash. Nothing restarts
-    without a diagnosis, nor for a wall none of whose fixes relaunches, nor after a fix that
-    changes nothing; the first fix that relaunches must be safe or only patch the recipe and
-    relaunch (the recipe's revision history can undo it)."""
-    errors = sorted(
-        (d for d in diagnoses if d.severity == "error"), key=lambda d: (d.first_seen, d.line)
-    )
-    if not errors:
-        return RelaunchDecision(False, None, "no diagnosis: nothing restarts blindly; read the log")
-    d = errors[0]
-    fixes = [d.wall.fix(fid) for fid in d.fixes()]
-    relaunching = [
-        f
-        for f in fixes
-        if f is not None
-        and any(_relaunches(a.type) for a in f.actions)
-        and all(_undoable(a.type) for a in f.actions)
-    ]
-    if not relaunching:
-        return RelaunchDecision(
-            False, d.wall.id, f"{d.wall.id}: no fix of this wall relaunches by itself; ask"
-        )
-    fix = relaunching[0]
-    key = f"{d.wall.id}@{d.node or d.source}#{int(d.first_seen)}"
-    if not guard.claim(key, when, wall=d.wall.id):
-        return RelaunchDecision(
-            False,
-            d.wall.id,
-            f"{d.wall.id}: already relaunched once automatically; a second automatic relaunch "
-            "on the same wall is refused (ask the user)",
-            fix.id,
-        )
-    return RelaunchDecision(
-        True, d.wall.id, f"{d.wall.id}: one automatic relaunch ({fix.id})", fix.id
-    )

@@ -13,6 +13,8 @@ from typing import ClassVar
 from textual.app import App
 from textual.binding import Binding
 
+from spark_tui.bringup import GuidedBringUp
+from spark_tui.driver import Driver
 from spark_tui.errors import SparkTuiError
 from spark_tui.session import Session
 from spark_tui.tui.commands import SparkCommands
@@ -61,7 +63,9 @@ class SparkTuiApp(App[int]):
         self.pump = EventPump(self._wake, max_pending_lines=max_pending_lines)
         self._last_drain = 0.0
         self._drain_scheduled = False
-        self.main_screen = MainScreen(session, scrollback=scrollback)
+        self.driver = Driver(session)  # what happens next: the hint, the bring-up, the offer
+        self.main_screen = MainScreen(session, self.driver, scrollback=scrollback)
+        self._bringup: GuidedBringUp | None = None
 
     def _wake(self) -> None:
         self.post_message(EventsPending())
@@ -172,4 +176,6 @@ class SparkTuiApp(App[int]):
         from spark_tui.tui.screens.bringup_screen import BringUpScreen
 
         if not isinstance(self.screen, BringUpScreen):
-            self.push_screen(BringUpScreen(self.session))
+            if self._bringup is None:
+                self._bringup = GuidedBringUp(self.driver)  # one per session: it goes on
+            self.push_screen(BringUpScreen(self.session, self._bringup))

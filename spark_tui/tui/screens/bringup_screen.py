@@ -1,8 +1,8 @@
-"""Guided first bring-up: cluster → recipe → doctor → fixes → Ray → launch → smoke, resumable.
+"""Guided first bring-up: cluster → recipe → doctor → fixes → launch → serving.
 
-Each step shows what it runs; a failed step lands on its diagnosis with the fix
-ready (`a`); running the step again resumes from there. The steps are run by
-the guided bring-up of the core session (`Session.bringup()`).
+Each step shows what it runs; a failed step lands on its diagnosis with the driver's fix
+ready (`a`); running the step again goes on from there. The steps are the driver's
+(spark_tui.driver, through spark_tui.bringup): the same as `spark-tui up` takes.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from textual.widgets import (
     Static,
 )
 
-from spark_tui.bringup import BRINGUP_STEPS, StepOutcome
+from spark_tui.bringup import BRINGUP_STEPS, GuidedBringUp, StepOutcome
 from spark_tui.errors import SparkTuiError
 from spark_tui.events import ActionProgress, NodeSampled
 from spark_tui.session import Session
@@ -53,11 +53,11 @@ class BringUpScreen(Screen):
         Binding("escape", "back", "Main screen"),
     ]
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, bringup: GuidedBringUp) -> None:
         super().__init__(id="bringup")
         self.session = session
-        self.driver = session.bringup()
-        self.driver.confirm = self._ask  # the engine asks before disruptive fixes
+        self.driver = bringup
+        self.driver.confirm = self._ask  # the driver asks before disruptive steps
         self.step = self.driver.resume_step()
         self.outcome: StepOutcome | None = None
         self.running: str | None = None  # "bring-up STEP" while a step runs (quit asks)
@@ -113,6 +113,10 @@ class BringUpScreen(Screen):
             runs.append(f"  {line}\n", style="dim" if line.startswith("#") else "cyan")
         self.query_one("#step-runs", Static).update(runs)
         self.query_one("#step-progress", ProgressBar).display = sid == "launch"
+        if sid == "recipe" and self.driver.recipe_id is None:
+            move = self.driver.driver.next_move()
+            if move.kind == "adopt":
+                self.notify("No recipe named: g adopts the deployment running now.")
         self._show_result()
 
     def _show_result(self) -> None:
@@ -128,7 +132,7 @@ class BringUpScreen(Screen):
                     f"\nDiagnosis: {d.wall.title} ({d.wall.id} on {d.node or d.source})\n",
                     style="bold",
                 )
-                fix = next((f for f in d.wall.fixes if f.id in d.fixes()), None)
+                fix = self.driver.driver.fix_for(d)
                 if fix is not None:
                     text.append(f"Fix ready (a): {fix.title} [{fix.risk}]\n", style="yellow")
                     for line in self.session.fix_lines(d, fix):
@@ -139,6 +143,8 @@ class BringUpScreen(Screen):
             text.append(
                 "g runs this step." if status != "ok" else "Done. g runs it again.", style="dim"
             )
+            if status == "failed" and self.step == "doctor":
+                text.append("\nA check failed: g on the next step fixes what it can.", style="dim")
         self.query_one("#step-result", Static).update(text)
 
     def _ask(self, prompt: str, nodes: tuple[str, ...]) -> bool:
@@ -197,6 +203,13 @@ class BringUpScreen(Screen):
 
     # --- steps 3..7: run through the engine ---------------------------------------------
     def action_run_step(self) -> None:
+        if self.step == "recipe" and self.driver.driver.next_move().kind == "adopt":
+            self.query_one("#step-log", Log).clear()
+            self.driver.mark("recipe", "running")
+            self.running = "bring-up step recipe"
+            self._refresh_labels()
+            self.run_engine_step("recipe")
+            return
         if self.step in ("cluster", "recipe"):
             self.notify("Fill in the form (cluster) or pick a recipe with Enter.")
             return
@@ -266,7 +279,7 @@ class BringUpScreen(Screen):
             self.notify("No failed step with a diagnosis here.", severity="warning")
             return
         d = o.diagnosis
-        fix = next((f for f in d.wall.fixes if f.id in d.fixes()), None)
+        fix = self.driver.driver.fix_for(d)
         if fix is None:
             self.notify(f"{d.wall.id} has no fix to apply.", severity="warning")
             return

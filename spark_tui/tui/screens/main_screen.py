@@ -7,6 +7,7 @@ Wide terminals show full node panes over log | walls; small ones (under 100 colu
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 from collections.abc import Callable
 from typing import ClassVar
@@ -19,9 +20,11 @@ from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
+from spark_tui.driver import Driver
 from spark_tui.errors import SparkTuiError
 from spark_tui.events import (
     ActionProgress,
+    DiagnosisFixed,
     DiagnosisRaised,
     DiagnosisResolved,
     NodeSampled,
@@ -40,7 +43,7 @@ from spark_tui.tui.messages import (
 )
 from spark_tui.tui.screens.fix_modal import FixModal
 from spark_tui.tui.screens.output_screen import OutputScreen
-from spark_tui.tui.widgets.diagnoses_table import DiagnosesTable
+from spark_tui.tui.widgets.diagnoses_table import DiagnosesTable, diagnosis_key
 from spark_tui.tui.widgets.diagnosis_detail import DiagnosisDetail
 from spark_tui.tui.widgets.log_pane import LogPane
 from spark_tui.tui.widgets.node_pane import NodePane
@@ -75,9 +78,10 @@ class MainScreen(Screen):
         Binding("e", "export_report", "Export", show=False),
     ]
 
-    def __init__(self, session: Session, scrollback: int = 100_000) -> None:
+    def __init__(self, session: Session, driver: Driver, scrollback: int = 100_000) -> None:
         super().__init__(id="main")
         self.session = session
+        self.driver = driver
         self.scrollback = scrollback
         self.output: OutputScreen | None = None
         self.selected_key: str | None = None
@@ -109,7 +113,7 @@ class MainScreen(Screen):
             with Vertical(id="lower"):
                 with Vertical(id="diag-pane"):
                     yield DiagnosesTable(simulated=self.session.simulated, id="diagnoses")
-                    yield DiagnosisDetail(self._fix_lines, id="detail")
+                    yield DiagnosisDetail(self._fix_lines, changes=self.driver.changes, id="detail")
                 names = [n.name for n in self.session.config.nodes]
                 yield LogPane(names, self.scrollback, id="log-pane")
         yield StatusLine(id="status")
@@ -172,7 +176,7 @@ class MainScreen(Screen):
                 self.remove_class("-no-walls")
                 self._auto_select(key, event.new)
                 self.post_message(DiagnosisShown(event.diagnosis, event.new))
-            elif isinstance(event, DiagnosisResolved):
+            elif isinstance(event, (DiagnosisResolved, DiagnosisFixed)):
                 key = table.upsert(event.diagnosis)
                 if key == self.selected_key:
                     self._auto_select(table.first_active() or key, True, resolved=True)
@@ -188,13 +192,21 @@ class MainScreen(Screen):
             if key == self.selected_key:
                 self._show_diagnosis(key)  # its evidence may have grown
             return
-        top = table.first_active()
+        top = self._offered_key() or table.first_active()
         target = top if top is not None and (new or resolved) else self.selected_key or key
         if target != self.selected_key or resolved:
             table.move_cursor(row=table.get_row_index(target), scroll=True)
             self._show_diagnosis(target)
         elif target == key:
             self._show_diagnosis(key)
+
+    def _offered_key(self) -> str | None:
+        """The row of the wall the driver would fix first (the one key's offer)."""
+        move = self.driver.offer()
+        if move is None or move.diagnosis is None:
+            return None
+        key = diagnosis_key(move.diagnosis)
+        return key if key in self.query_one(DiagnosesTable).diagnoses else None
 
     def _has(self, node: str) -> bool:
         if node in self._unpaned:
@@ -239,7 +251,11 @@ class MainScreen(Screen):
         """Say what is happening and which key comes next (after any change); `changes`
         update what the screen remembers (fixed, launched, last_failed, requests)."""
         self._memory.update(changes)
-        detail = self.query_one(DiagnosisDetail)
+        try:
+            detail = self.query_one(DiagnosisDetail)
+            self.query_one(StatusLine)
+        except NoMatches:
+            return  # the app is closing: its widgets are already gone
         d = detail.diagnosis
         wall = d if d is not None and d.active and d.severity != "info" else None
         fix = detail.selected_fix() if wall is not None else None
@@ -253,6 +269,8 @@ class MainScreen(Screen):
             serving=self._serving,
             **self._memory,  # type: ignore[arg-type]  # the status line's memory fields (int or None)
         )
+        if any(d.state == "fixed" for d in self.session.diagnoses(True)):
+            s = dataclasses.replace(s, fixed=True)  # a verified fix waits for its relaunch
         now, key = next_step(s)
         if self.problem and s.running is None and wall is None:
             now, key = f"{self.problem}: running without a recipe", key
@@ -288,9 +306,44 @@ class MainScreen(Screen):
         if diagnosis is None or fix is None:
             self.notify("Select a wall with a fix first.", severity="warning")
             return
+        if self.session.recipe() is None and self.driver.next_move().kind == "adopt":
+            self._adopt_then(lambda: self.action_apply_fix())  # the fix patches that recipe
+            return
         self._preview("fix", lambda: self.session.plan_fix(diagnosis, fix))
 
+    def _adopt_then(self, then: Callable[[], None]) -> None:
+        """No recipe, an engine running that spark-tui did not start: adopt it as the
+        recipe (asked first, as `up` asks), then go on."""
+        from spark_tui.driver import Move
+        from spark_tui.tui.screens.confirm_modal import ConfirmModal
+
+        try:
+            recipe, _text = self.session.adopt_running()
+        except SparkTuiError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        question = (
+            f"No recipe is in use: adopt the deployment running now as recipe {recipe.id} "
+            "(its fixes patch it, and a relaunch starts it)?"
+        )
+
+        def answered(yes: bool | None) -> None:
+            if not yes:
+                return
+            try:
+                self.driver.take(Move("adopt", "adopt what runs"), yes=True)
+            except SparkTuiError as exc:
+                self.notify(str(exc), severity="error")
+                return
+            self.refresh_status()
+            then()
+
+        self.app.push_screen(ConfirmModal(question, ()), answered)
+
     def action_relaunch(self) -> None:
+        if self.session.recipe() is None and self.driver.next_move().kind == "adopt":
+            self._adopt_then(self.action_relaunch)
+            return
         self._preview("relaunch", self.session.plan_launch)
 
     def action_stop_stack(self) -> None:
@@ -368,7 +421,7 @@ class MainScreen(Screen):
         self._start("doctor", "Doctor: read-only preflight", self._doctor_job)
 
     def _doctor_job(self, progress: Callable[[ActionProgress], None]) -> tuple[bool, str]:
-        from spark_tui.bringup import doctor_summary
+        from spark_tui.nodes.doctor import doctor_summary
 
         report = self.session.doctor()
         words = {"pass": "ok", "fail": "failed", "warn": "warning", "skip": "skipped"}

@@ -66,6 +66,10 @@ class DiagnosesTable(DataTable):
             mark = "?" if d.confidence == SUSPECTED else ""
             state = Text(d.severity + mark, style=SEVERITY_STYLE.get(d.severity, ""))
             seen = Text(clock_hms(d.last_seen or d.first_seen))
+        elif d.state == "fixed":  # a verified fix: waiting for the relaunch that proves it
+            wall = Text(f" {d.wall.id}", no_wrap=True, overflow="ellipsis")
+            state = Text("fixed", style="green")
+            seen = Text(clock_hms(d.fixed_at))
         else:
             wall = Text(f" {d.wall.id}", style="dim", no_wrap=True, overflow="ellipsis")
             state = Text("resolved", style="dim green")

@@ -9,6 +9,7 @@ from textual.containers import VerticalScroll
 from textual.reactive import reactive
 from textual.widgets import Static
 
+from spark_tui.driver import changes_something, fix_for
 from spark_tui.kb.diagnosis import Diagnosis
 from spark_tui.kb.schema import CONFIDENCE_WORDS, SUSPECTED, Fix
 from spark_tui.redact import redact
@@ -26,9 +27,16 @@ class DiagnosisDetail(VerticalScroll):
     compact: reactive[bool] = reactive(False)  # little room: only the marked fix's commands
     problem: reactive[str | None] = reactive(None)  # what is wrong with the cluster's recipe
 
-    def __init__(self, render_fix: FixRenderer, *, id: str | None = None) -> None:
+    def __init__(
+        self,
+        render_fix: FixRenderer,
+        *,
+        changes: Callable[[Diagnosis, Fix], bool] | None = None,
+        id: str | None = None,
+    ) -> None:
         super().__init__(id=id)
         self._render_fix = render_fix
+        self._changes = changes  # the driver's judgement (else: from the rendered lines)
         self._shown: tuple[int, int, bool] | None = None
         self.can_focus = True
 
@@ -43,12 +51,15 @@ class DiagnosisDetail(VerticalScroll):
             return []
         by_id = {f.id: f for f in d.wall.fixes}
         fixes = [by_id[i] for i in d.fixes() if i in by_id]
-        return sorted(fixes, key=lambda f: not self.changes_something(f))
+        first = fix_for(d, self.changes_something)  # the driver's choice: offered first
+        return sorted(fixes, key=lambda f: (f is not first, not self.changes_something(f)))
 
     def changes_something(self, fix: Fix) -> bool:
         """False when the fix's plan here would leave everything as it is."""
         d = self.diagnosis
-        return d is None or not any("# (no change" in line for line in self._render_fix(d, fix))
+        if d is not None and self._changes is not None:
+            return self._changes(d, fix)
+        return d is None or changes_something(fix, self._render_fix(d, fix))
 
     def selected_fix(self) -> Fix | None:
         fixes = self.fixes()

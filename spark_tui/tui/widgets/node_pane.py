@@ -95,7 +95,7 @@ class NodePane(Vertical):
         self.query_one(selector, Static).update(text, layout=not same_shape)
 
     def _strip_line(self) -> str:
-        """`spark1 head · used 98.1G cache 2.7G · serving at 36.6 tok/s · Ray head`."""
+        """`spark1 head · serving at 36.6 tok/s · Ray head · used 98.1G cache 2.7G`."""
         head = f"{self.node.name} {self.node.role}"
         r = self.reachability
         if (r is not None and not r.reachable) or (self.state and not self.state.reachable):
@@ -103,15 +103,15 @@ class NodePane(Vertical):
         s = self.state
         if s is None:
             return f"{head} · no reading yet"
-        parts = [head]
-        if s.memory is not None and s.memory.total_bytes > 0:
-            used, cache, _free, _after_drop = memory_split(s.memory)
-            parts.append(f"used {gib(used)}G cache {gib(cache)}G")
-        parts.append(serving_text(s.serving))
+        # what serves (and its tok/s) first: a narrow strip cuts the memory figures, never it
+        parts = [head, serving_text(s.serving)]
         if s.ray is not None:
             parts.append("Ray head")
         elif s.ray_member:
             parts.append("Ray member")
+        if s.memory is not None and s.memory.total_bytes > 0:
+            used, cache, _free, _after_drop = memory_split(s.memory)
+            parts.append(f"used {gib(used)}G cache {gib(cache)}G")
         return " · ".join(parts)
 
     @staticmethod

@@ -1,4 +1,5 @@
-"""Bring-up step 2: choose a recipe; a known-broken one says why and offers the working one."""
+"""Bring-up step 2: choose a recipe; a known-broken one says why and offers the working one;
+one nobody has run yet says "untested" (not broken)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from textual.widgets.option_list import Option
 
 
 class RecipeChooser(Vertical):
-    """Recipes as options (✓ works, ✗ known-broken); picking one posts RecipePicked."""
+    """Recipes as options (✓ works, ✗ known-broken, ? untested); picking one posts RecipePicked."""
 
     class RecipePicked(Message):
         def __init__(self, recipe_id: str) -> None:
@@ -28,7 +29,12 @@ class RecipeChooser(Vertical):
     def compose(self) -> ComposeResult:
         options = []
         for r in self.recipes.values():
-            mark = Text("✓ ", style="green") if r.works else Text("✗ ", style="bold red")
+            if r.works:
+                mark = Text("✓ ", style="green")
+            elif r.broken:
+                mark = Text("✗ ", style="bold red")
+            else:
+                mark = Text("? ", style="yellow")
             options.append(Option(mark + Text(f"{r.id}  ({r.nodes} nodes, {r.engine})"), id=r.id))
         yield OptionList(*options, id="recipe-list")
         yield Static("", id="recipe-about")
@@ -46,7 +52,10 @@ class RecipeChooser(Vertical):
         t = Text()
         t.append(f"{r.title}\n", style="bold")
         t.append(f"model {r.model.path} · {r.engine} over {r.executor} · {r.nodes} nodes\n")
-        if not r.works:
+        if not r.works and not r.broken:
+            t.append("Untested: ", style="bold yellow")
+            t.append("nobody has run this recipe here yet; the bring-up watches its first launch.")
+        elif not r.works:
             t.append("Known-broken: ", style="bold red")
             t.append(f"blocked by {', '.join(r.blocked_by) or 'a wall'}. ")
             if r.instead_note:
@@ -68,7 +77,7 @@ class RecipeChooser(Vertical):
         if rid is None:
             return
         r = self.recipes[rid]
-        if not r.works and r.instead in self.recipes:
+        if r.broken and r.instead in self.recipes:
             # a known-broken recipe is not launched: offer the working one instead
             ids = list(self.recipes)
             self.query_one(OptionList).highlighted = ids.index(r.instead)

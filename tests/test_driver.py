@@ -1,0 +1,147 @@
+"""The one driver: `up`, the TUI's bring-up and `watch --auto-relaunch` take the same steps
+to the same verdicts on every simulated scenario; the TUI's first offer is the fix `up`
+applies first; a verified log-wall fix shows as fixed until the relaunch proves it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+
+import pytest
+
+from spark_tui.bringup import GuidedBringUp
+from spark_tui.driver import Driver, step_events
+from spark_tui.event_lines import line
+from spark_tui.session import open_cluster
+from spark_tui.sim import scenario_names
+from spark_tui.up import bring_up
+from tests.test_tui_live import OPENED, wait_for
+
+SPEED = 240.0
+STEP_EVENTS = ("adopt", "doctor", "fix", "launch", "serving", "launch-failed", "stuck", "refused")
+
+
+def verdicts(events: list[dict]) -> list[tuple]:
+    """The steps and how they ended (what the front ends must agree on)."""
+    return [
+        (e["event"], e.get("ok"), e.get("wall"), e.get("fix"))
+        for e in events
+        if e["event"] in STEP_EVENTS
+    ]
+
+
+def up_steps(name: str) -> list[tuple]:
+    events: list[dict] = []
+    with open_cluster(scenario=name, speed=SPEED) as session:
+        bring_up(session, events.append, None, yes=True)
+    return verdicts(events)
+
+
+def watch_steps(name: str) -> list[tuple]:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "spark_tui",
+            "watch",
+            "--json",
+            "--demo",
+            name,
+            "--auto-relaunch",
+            "--duration",
+            "1",
+            "--speed",
+            str(SPEED),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert all("time" in e for e in lines if e["event"] in (*STEP_EVENTS, "relaunch"))
+    return verdicts(lines)
+
+
+def tui_steps(name: str) -> list[tuple]:
+    """The bring-up screen's steps as its keys run them: g on each step; a failed step's
+    diagnosis gets the fix the screen offers (`a`, confirmed), then g again."""
+    with open_cluster(scenario=name, speed=SPEED) as session:
+        session.start()
+        session.monitor.wait_rounds(1)
+        driver = Driver(session)
+        screen = GuidedBringUp(driver)
+        screen.confirm = lambda _prompt, _nodes: True
+        for sid in ("recipe", "doctor", "fixes", "launch", "serving"):
+            for _ in range(4):
+                if sid == "recipe" and driver.next_move().kind != "adopt":
+                    break
+                outcome = screen.run(sid, lambda _p: None)
+                if outcome.ok or outcome.diagnosis is None or sid == "doctor":
+                    break
+                fix = driver.fix_for(outcome.diagnosis)
+                assert fix is not None
+                session.apply(session.plan_fix(outcome.diagnosis, fix), yes=True)
+        driver.end()
+        return verdicts([line(e) for s in driver.steps for e in step_events(s)])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", scenario_names())
+def test_up_the_tui_bringup_and_watch_take_the_same_steps(name: str) -> None:
+    up = up_steps(name)
+    assert up[-1][0] == "serving", up  # the last launch served (and its soak answered)
+    assert tui_steps(name) == up
+    assert watch_steps(name) == up
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", scenario_names())
+def test_the_tuis_first_offer_is_the_fix_up_applies_first(name: str) -> None:
+    from spark_tui.session import Session
+    from spark_tui.tui.app import SparkTuiApp
+    from spark_tui.tui.widgets.diagnosis_detail import DiagnosisDetail
+
+    first = next(((w, f) for kind, ok, w, f in up_steps(name) if kind == "fix"), None)
+
+    async def scenario() -> tuple | None:
+        session = Session.open(None, scenario=name, speed=SPEED)
+        OPENED.append(session)
+        app = SparkTuiApp(session, autoplay=True)
+        async with app.run_test(size=(120, 40)) as pilot:
+            detail = app.main_screen.query_one(DiagnosisDetail)
+
+            def offered():
+                d = detail.diagnosis
+                fix = detail.selected_fix() if d is not None and d.active else None
+                return (d.wall.id, fix.id) if fix is not None else None
+
+            await wait_for(pilot, lambda: session.monitor is not None)
+            # as many readings as `up` took before its first fix (a round, the doctor's)
+            await asyncio.to_thread(session.monitor.wait_rounds, 2)
+            await wait_for(pilot, lambda: offered() is not None or first is None, limit_s=60)
+            await pilot.pause(0.2)
+            return offered()
+
+    assert asyncio.run(scenario()) == first
+
+
+def test_a_verified_log_wall_fix_shows_fixed_until_the_relaunch_proves_it() -> None:
+    with open_cluster(scenario="page-cache-hog", speed=SPEED) as session:
+        session.start()
+        driver = Driver(session)
+        session.apply(session.plan_launch(), yes=True)
+        session.monitor.wait_rounds(3)
+        low = next(d for d in session.diagnoses() if d.wall.id == "vllm-free-memory-low")
+        assert low.state == "active"
+        fix = low.wall.fix("drop-page-caches")
+        result = session.apply(session.plan_fix(low, fix), yes=True)
+        assert result.ok and result.verified is not False, result.summary()
+        assert low.state == "fixed" and not low.active
+        assert low.to_json()["fixed"].startswith("fixed: ")
+        # what happens next is the relaunch that proves it
+        assert driver.next_move().kind == "launch"
+        session.apply(session.plan_launch(), yes=True)
+        assert low.state == "resolved", (low.state, low.resolution)
