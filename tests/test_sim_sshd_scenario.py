@@ -28,7 +28,8 @@ def _launch(plan, transports, clock, monitor):
     for node, sources in plan.log_sources.items():
         for i, command in enumerate(sources):
             monitor.tail(node, f"log{i}", command)
-    return LaunchRunner(transports, clock).run_steps(plan.steps)
+    # the session hands its matcher to a launch: a wall's line ends the wait at once
+    return LaunchRunner(transports, clock, matcher=monitor.matcher).run_steps(plan.steps)
 
 
 def _wait_for(predicate, seconds: float = 60.0):

@@ -588,6 +588,8 @@ READ_ONLY: dict[str, Spec] = {
     "lsmod": Spec(),
     "findmnt": Spec(letters="lnrJuDTtOSoA", values=_values("-t", "-T", "-O", "-S", "-o")),
     "ps": Spec(letters="aAefFlouxwHTpCjLy", values=_values("-o", "-p", "-C", "-u")),
+    # ss: never -K (kills sockets), -D (writes a file), -F (reads a filter file), -N (enters a netns)
+    "ss": Spec(letters="altunpxwseimoH46", max_operands=0),
     "pgrep": Spec(letters="aflnoxcu", values=_values("-u")),
     "printenv": Spec(),
     "which": Spec(letters="a"),
