@@ -124,12 +124,12 @@ def _run_list(pipes: list[sh.Pipeline], ctx: Ctx, stdin: str, total: Out) -> Out
             if run:
                 group = Out()
                 _run_list(body, ctx, stdin, group)
-                for r in pipes[end].commands[0].redirs:
-                    target = " ".join(_expand(r.target, ctx))
-                    if r.op in (">", ">>") and target == "/dev/null":
-                        if r.fd in (2, -1):
+                for redir in pipes[end].commands[0].redirs:
+                    target = " ".join(_expand(redir.target, ctx))
+                    if redir.op in (">", ">>") and target == "/dev/null":
+                        if redir.fd in (2, -1):
                             group.err = ""
-                        if r.fd in (1, -1):
+                        if redir.fd in (1, -1):
                             group.out = ""
                 total.out += group.out
                 total.err += group.err
