@@ -16,7 +16,13 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from tests.real.conftest import ENGINE_TIMEOUT_S, RealCluster, json_lines, spark_tui
+from tests.real.conftest import (
+    ENGINE_TIMEOUT_S,
+    UP_TIMEOUT_S,
+    RealCluster,
+    json_lines,
+    spark_tui,
+)
 
 pytestmark = pytest.mark.real
 
@@ -213,3 +219,5 @@ def test_down_leaves_nothing(real_cluster: RealCluster) -> None:
     assert cgroups == ""
     ssh_config = Path(os.path.expanduser("~/.ssh/config"))
     assert not ssh_config.exists() or "real-spark1" not in ssh_config.read_text()
+    # the cluster is the session's: up again (warm, seconds) for the tests after this one
+    c.sh("up", "--nodes", str(len(c.nodes)), timeout=UP_TIMEOUT_S)
