@@ -243,6 +243,7 @@ def test_every_built_in_wall_passes() -> None:
         "sysctl -w vm.drop_caches=3",
         "ip link set dev {node.fabric_if} mtu 9000",
         "nvidia-smi -lgc 200,2150",
+        "dmesg -T",  # engine-process-killed: read the kernel's log (who killed the engine)
     }
 
 

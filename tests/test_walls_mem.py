@@ -397,12 +397,13 @@ def test_free_memory_message_variants() -> None:
         "is less than desired GPU memory utilization (0.08, 9.73 GiB)",
     ):
         assert "vllm-free-memory-low" in walls_in(line)
-    # The KV-cache sizing error mentions memory and gpu_memory_utilization but is another problem.
-    assert not walls_in(
+    # The KV-cache sizing error mentions memory and gpu_memory_utilization but is another
+    # problem: a context too long for the KV space (its own wall), not free memory at start.
+    assert walls_in(
         "ValueError: To serve at least one request with the model's max seq len (196608), "
         "23.25 GiB KV cache is needed, which is larger than the available KV cache memory "
         "(22.5 GiB). Try increasing `gpu_memory_utilization` or decreasing `max_model_len`"
-    )
+    ) == {"kv-cache-too-small-for-context"}
 
 
 def test_cuda_oom_variants_and_near_misses() -> None:
