@@ -164,6 +164,7 @@ class ClusterMonitor:
     def matcher(self) -> Matcher:
         """The matcher every log line goes through (the session's, handed to a launch too)."""
         return self._matcher
+
     def start(self) -> None:
         """Start a sampling thread per node (and dmon streams, the log flusher, and the tails
         of the logs cluster.yaml names)."""

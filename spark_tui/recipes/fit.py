@@ -20,7 +20,7 @@ Per node of the cluster, from the recipe (+ profile, + --set) and the node's rea
   (1 - --mem-fraction-static) × device memory free for activations and makes its KV pool of
   the rest (the fraction's default here 0.88, as spark_tui.sim).
 - Ray's object store where Ray runs: `ray start` without --object-store-memory reserves 30 %
-  of the node's memory (seed 002: "~30 percent of RAM (~36GB/node)"; Ray's
+  of the node's memory (a Spark write-up: "~30 percent of RAM (~36GB/node)"; Ray's
   DEFAULT_OBJECT_STORE_MEMORY_PROPORTION), on every node.
 - what the node has: memory available after dropping caches (MemFree + page cache − shmem;
   only MemFree when the recipe does not drop caches: on unified memory CUDA does not count
@@ -53,7 +53,7 @@ UNIFIED_DEVICE_GAP_BYTES = int(127_607_176 * 1024 - 119.67 * GIB)
 VLLM_DEFAULT_UTILIZATION = 0.9  # vLLM CacheConfig.gpu_memory_utilization
 SGLANG_DEFAULT_FRACTION = 0.88  # spark_tui.sim's default for SGLang (it depends on the GPU)
 VLLM_DEFAULT_MAX_NUM_SEQS = 256  # vLLM SchedulerConfig default for the API server
-RAY_OBJECT_STORE_FRACTION = 0.30  # seed 002; Ray's DEFAULT_OBJECT_STORE_MEMORY_PROPORTION
+RAY_OBJECT_STORE_FRACTION = 0.30  # Ray's DEFAULT_OBJECT_STORE_MEMORY_PROPORTION
 # Runtime memory besides weights and KV (activation peak, NCCL buffers, CUDA graph pools,
 # the engine's own CPU side): spark-tui's estimate — the simulator uses the same figure — not
 # a measurement; vLLM takes it from its budget before sizing the KV cache.
@@ -317,7 +317,7 @@ def fit_nodes(
     avail = [f.available_bytes for f in fits if f.available_bytes is not None]
     if recipe.engine == "sglang" and len(avail) >= 2 and min(avail) < 0.9 * max(avail):
         # SGLang's pre-load check (model_runner.py): every rank's free memory within 10 % of
-        # the others' ("The memory capacity is unbalanced"), seeds 000 and 004
+        # the others' ("The memory capacity is unbalanced"), as two Spark write-ups report
         cluster_wall = "sglang-memory-unbalanced"
         low = min(fits, key=lambda f: f.available_bytes or 0)
         advice.append(

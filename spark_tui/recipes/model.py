@@ -102,7 +102,7 @@ class RaySpec:
     env: dict[str, str] = field(default_factory=dict)  # the daemons' env, every node
     head_env: dict[str, str] = field(default_factory=dict)
     worker_env: dict[str, str] = field(default_factory=dict)
-    # The image's own entrypoint words instead of `ray start …` (seed 003: `ray-head`)
+    # The image's own entrypoint words instead of `ray start …` (avarok/dgx-vllm's `ray-head`)
     head_command: tuple[str, ...] = ()
     worker_command: tuple[str, ...] = ()
 

@@ -174,8 +174,8 @@ def _add_container(node: SimNode, name: str, spec: dict[str, Any]) -> None:
 
 
 def _model_checkpoints() -> dict[str, int]:
-    """Host directory -> size of every built-in recipe's checkpoint: on the seeds' Sparks
-    the models were on disk before the stories begin (seed 000: "the model was already
+    """Host directory -> size of every built-in recipe's checkpoint: on the write-ups' Sparks
+    the models were on disk before the stories begin (a write-up: "the model was already
     on our Sparks")."""
     from spark_tui.nodes.model_paths import recipe_model_paths
     from spark_tui.recipes.loader import load_recipes

@@ -1,5 +1,5 @@
 """What a scenario breaks beyond the nodes' memory and files: data from scenarios.yaml's
-`faults:` that the engine and the commands read (the walls beyond the seeds, issue 8)."""
+`faults:` that the engine and the commands read (the walls beyond the first write-ups)."""
 
 from __future__ import annotations
 

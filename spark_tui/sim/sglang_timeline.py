@@ -90,7 +90,7 @@ def plan_sglang(e: Engine) -> None:
                 ),
             )
         if len(e.members) > 1:
-            # NCCL inside the graph across nodes: every rank spins, nothing more is printed (seed 000)
+            # NCCL inside the graph across nodes: every rank spins, nothing more is printed
             e.capture_hang = True
             return
         t += 20

@@ -228,7 +228,7 @@ def _pkill(argv: list[str], ctx: Ctx, stdin: str) -> Out:
 
 
 def _entrypoint_script(argv: list[str], ctx: Ctx, stdin: str) -> Out:
-    """The avarok/dgx-vllm image's `ray-head` / `ray-worker` entrypoints (seed 003): they
+    """The avarok/dgx-vllm image's `ray-head` / `ray-worker` entrypoints: they
     export VLLM_HOST_IP and run `ray start` with the node's IP from HEAD_IP / WORKER_IP."""
     env = ctx.env
     if argv[0] == "ray-head":

@@ -485,7 +485,7 @@ def _cd(argv: list[str], ctx: Ctx, stdin: str) -> Out:
 
 
 def _du(argv: list[str], ctx: Ctx, stdin: str) -> Out:
-    """`du -sbL -- PATH`: the size of a model checkpoint the node holds (the seeds' models
+    """`du -sbL -- PATH`: the size of a model checkpoint the node holds (the write-ups' models
     sit on every node's disk before the story starts)."""
     paths = [a for a in argv[1:] if not a.startswith("-")]
     out, missing = [], []
