@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 # ~9 GiB system-used during a run (public GB10 reports); the head carries the API server too.
 CPU_OVERHEAD_HEAD_GIB = 9.0
 CPU_OVERHEAD_WORKER_GIB = 7.0
-LEAK_GIB = 33.0  # "each failed container run … leaked ~33 GB" (seed 000)
+LEAK_GIB = 33.0  # "each failed container run … leaked ~33 GB" (a Spark write-up)
 
 
 @dataclass

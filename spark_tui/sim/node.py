@@ -23,11 +23,13 @@ KIB = 1024
 # What /proc/meminfo reports on a DGX Spark (MemTotal ~127.6 M kB).
 MEM_TOTAL_KB = 127_600_000
 MEM_TOTAL_GIB = MEM_TOTAL_KB * KIB / GIB  # ≈ 121.7 GiB
-CUDA_TOTAL_GIB = 119.67  # what CUDA reports as device memory (seed 001's vLLM line)
-DRM_OVERRIDE_CUDA_GIB = 62.0  # with /etc/modprobe.d/zz-nvidia-drm-override.conf at boot (seed 004)
-OS_GIB = 7.3  # OS and services of a fresh boot; MemFree ≈ 114 GiB after a drop (seed 001)
+CUDA_TOTAL_GIB = 119.67  # what CUDA reports as device memory (a Spark write-up's vLLM line)
+DRM_OVERRIDE_CUDA_GIB = (
+    62.0  # with /etc/modprobe.d/zz-nvidia-drm-override.conf at boot (a Spark write-up)
+)
+OS_GIB = 7.3  # OS and services of a fresh boot; MemFree ≈ 114 GiB after a drop (a Spark write-up)
 SWAP_TOTAL_GIB = 16.0
-REBOOT_S = 120.0  # "Plan for ~2 minutes of downtime per failed attempt" (seed 000)
+REBOOT_S = 120.0  # "Plan for ~2 minutes of downtime per failed attempt" (a Spark write-up)
 DRM_OVERRIDE = "/etc/modprobe.d/zz-nvidia-drm-override.conf"
 # the kernel keeps a little free memory whatever the pressure (min_free_kbytes and friends)
 RESERVE_GIB = 0.4
@@ -76,7 +78,7 @@ class SimNode:
     mgmt_if: str = "enP7s7"
     mgmt_ip: str = ""
     fabric_mtu: int = 9000
-    services_gib: float = 0.0  # other services holding memory (ASR, TTS, … seed 000)
+    services_gib: float = 0.0  # other services holding memory (ASR, TTS, … a Spark write-up)
     page_cache_gib: float = 0.0  # what the page cache would hold with no pressure
     leaked_gib: float = 0.0  # held by the driver after a hard-killed container
     swap_used_gib: float = 0.0

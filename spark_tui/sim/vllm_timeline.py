@@ -1,6 +1,6 @@
 """vLLM's timeline: from the command, the Ray cluster and the nodes' memory, the lines vLLM
 prints and when — start-up checks (placement, unique IPs, free memory), the weight load,
-KV cache, CUDA graphs, the API server — and the failures of the seeds on the way."""
+KV cache, CUDA graphs, the API server — and the failures of the Spark write-ups on the way."""
 
 from __future__ import annotations
 
@@ -180,7 +180,7 @@ def plan_vllm(e: Engine) -> None:
             e.sink, t, logs.render("vllm", "capture-end", ts=logs.vllm_ts(t), secs=14, gib="0.52")
         )
         # graphs replayed over NCCL across nodes wedge the compiled DAG after 2-8 requests:
-        # seed 003 (expert parallel over Ray, and PP=2); seed 001's TP=2 with graphs served
+        # a Spark write-up (expert parallel over Ray, and PP=2); a Spark write-up's TP=2 with graphs served
         ep_or_pp = (
             "--enable-expert-parallel" in spec.args
             or spec.num("--pipeline-parallel-size", "-pp", default=1) > 1
@@ -207,7 +207,7 @@ def plan_vllm(e: Engine) -> None:
         0.05,
     )
     e.serving_from = t + 0.5
-    # Ray's memory monitor on the head: unified memory sits at ~96 % after warm-up (seed 002)
+    # Ray's memory monitor on the head: unified memory sits at ~96 % after warm-up (a Spark write-up)
     head_ray = next((d for n, _c, d in ray_members if n is e.node), None)
     if e.uses_ray and head_ray is not None:
         threshold = head_ray.monitor_threshold

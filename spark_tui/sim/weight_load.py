@@ -40,7 +40,7 @@ def plan_load(e: Engine, t: float, kind: str, v: Mapping[str, object]) -> float:
     weights = max(m.weights_gib for m in e.members.values())
     duration = weights * GIB / 1e9 / models.LOAD_GB_PER_S
     e.load_start, e.load_end = t, t + duration
-    # the Ray object store of the head fills while the driver loads (seed 002)
+    # the Ray object store of the head fills while the driver loads (a Spark write-up)
     if e.uses_ray:
         head = e.world.ray_head()
         if head is not None and head[0].name in e.members:
