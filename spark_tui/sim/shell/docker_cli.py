@@ -350,7 +350,10 @@ def _info(sub: str, args: list[str], ctx: Ctx, stdin: str) -> Out:
         return Out(0, f"Server Version: {server}\n")
     fmt = args[args.index("--format") + 1] if "--format" in args[:-1] else None
     if fmt is not None:
-        data = {"Client": {"Version": DOCKER_CLIENT}, "Server": {"Version": server}}
+        data: dict[str, object] = {
+            "Client": {"Version": DOCKER_CLIENT},
+            "Server": {"Version": server},
+        }
         return Out(0, _go_template(fmt, data) + "\n")
     return Out(
         0,
