@@ -144,6 +144,21 @@ def _diag(wall: str) -> Callable[[dict], bool]:
     return lambda e: e.get("event") == "diagnosis" and e.get("wall") == wall
 
 
+def _hold_the_port(c: RealCluster) -> None:
+    """The earlier engine's container listening on spark1's serve port (started once)."""
+    if not _running(c, "spark1", EARLIER):
+        c.exec(
+            "spark1",
+            f"docker rm -f {EARLIER} >/dev/null 2>&1; docker run -d --name {EARLIER} "
+            f'--network host {IMAGE} python3 -c "{LISTENER}"',
+        )
+    c.wait_for(
+        "the port held",
+        lambda: ":8000 " in c.exec("spark1", "ss -ltnH", check=False),
+        timeout=120,
+    )
+
+
 def _metric(c: RealCluster, name: str) -> float:
     text = c.exec("spark1", "curl -s -m 5 http://127.0.0.1:8000/metrics", check=False)
     total = 0.0
@@ -192,12 +207,7 @@ def test_check_flags_names_the_refused_flag_before_anything_stops(
     """The image's own --help, in a throw-away container on spark1: --disable-log-requests
     (older vLLM) is unknown to 0.32; a container already running on the node keeps running."""
     c = real_cluster
-    c.exec(
-        "spark1",
-        f"docker rm -f {EARLIER} >/dev/null 2>&1; docker run -d --name {EARLIER} --network host "
-        f'{IMAGE} python3 -c "{LISTENER}"',
-    )
-    assert _running(c, "spark1", EARLIER)
+    _hold_the_port(c)
     before = c.exec("spark1", "docker ps -aq").split()
     res = spark_tui("recipes", "check-flags", OLD_FLAGS, "--config", str(home), "--json")
     assert res.returncode == 1, (res.stdout[-2000:], res.stderr[-2000:])
@@ -218,7 +228,7 @@ def test_port_taken_and_tp_not_dividing_are_named_fixed_and_serve(
     again); the second on vLLM's own check of the heads (tp-not-divisible: TP 2 in a new
     revision); the third serves at TP 2."""
     c = real_cluster
-    assert _running(c, "spark1", EARLIER)  # left by the test before: the port is held
+    _hold_the_port(c)  # left by the test before, or started now
     res = spark_tui("up", "--config", str(home), "--yes", "--json", timeout=3 * ENGINE_TIMEOUT_S)
     events = json_lines(res.stdout)
     assert res.returncode == 0, (events, res.stderr[-3000:])
