@@ -292,3 +292,25 @@ def test_cluster_yaml_marks_a_secret_of_any_name(monkeypatch: pytest.MonkeyPatch
 )
 def test_redaction_forms(text: str, shown: str) -> None:
     assert redact.redact(text) == shown
+
+
+def test_an_imported_recipe_holds_a_reference_not_its_token(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An eugr recipe with the token in its env (and as --api-key): the file `recipes import`
+    writes holds ${HF_TOKEN} and ${API_KEY}; the import's output neither."""
+    from spark_tui.entry import main
+
+    src = tmp_path / "with-token.yaml"
+    src.write_text(
+        'recipe_version: "1"\nname: With a token\ncontainer: vllm-node\n'
+        f"env:\n  HF_TOKEN: {RECIPE_TOKEN}\n"
+        f"command: vllm serve org/model --port 8000 --api-key {API_KEY}\n"
+    )
+    out = tmp_path / "imported"
+    assert main(["recipes", "import", str(src), "--to", str(out)]) == 0
+    printed = capsys.readouterr()
+    text = (out / "with-token.yaml").read_text()
+    assert "HF_TOKEN: ${HF_TOKEN}" in text and "--api-key: ${API_KEY}" in text, text
+    for token in (RECIPE_TOKEN, API_KEY):
+        assert token not in text and token not in printed.out + printed.err

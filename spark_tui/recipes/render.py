@@ -297,6 +297,9 @@ def render_plan(
     from spark_tui.recipes.overrides import apply_sets
 
     recipe = apply_sets(recipe.with_profile(profile), sets)
+    plain = cluster.weights_at.get(recipe.model.path)
+    if plain:  # the nodes hold the weights in a plain directory, not the hub layout
+        recipe = recipe.loading_from(plain)
     if recipe.image is None:
         raise InputError(
             f"recipe {recipe.id!r} names no container image"
@@ -307,6 +310,11 @@ def render_plan(
     nodes, warnings = _nodes_for(recipe, cluster)
     head = nodes[0]
     size = len(nodes)
+    if plain:
+        warnings.append(
+            f"the weights are in a plain directory ({plain} in the container), not the hub "
+            f"cache layout: the serve command loads that directory, served as {recipe.served_name}"
+        )
     if recipe.status == "broken":
         warnings.insert(
             0,
