@@ -14,6 +14,7 @@ import re
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 
 from spark_tui import shell
 from spark_tui.errors import InputError
@@ -523,7 +524,7 @@ def render_plan(
             timeout_s=recipe.smoke.timeout_s + 30,
         )
     )
-    return LaunchPlan(
+    plan = LaunchPlan(
         recipe=recipe,
         cluster=cluster,
         steps=tuple(steps),
@@ -531,3 +532,12 @@ def render_plan(
         stamp=stamp,
         log_sources=logs,
     )
+    missing = plan.unresolved()
+    if missing:
+        refs = ", ".join("${" + n + "}" for n in missing)
+        note = (
+            f"{refs} has no value: set {', '.join(missing)} in the environment spark-tui runs "
+            "in, or the launch stops before it starts"
+        )
+        plan = replace(plan, warnings=(*plan.warnings, note))
+    return plan
