@@ -716,7 +716,7 @@ class Session:
             report.error = "the recipe names no image (--set image=NAME)"
             return report
         policy.refuse_if_read_only(f"start a throw-away container of {recipe.image} on {node}")
-        command = flagcheck.help_command(recipe, recipe.image)
+        command = flagcheck.help_command(recipe, recipe.image, words)
         self.journal.append(event="started", action="check-flags", node=node, command=command)
         try:
             res = self.transports[node].run(command, timeout=600.0)

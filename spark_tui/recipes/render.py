@@ -215,12 +215,15 @@ def mods_script(recipe: Recipe) -> str:
 
 
 def serve_script(recipe: Recipe, values: Mapping[str, object], node: str) -> str:
-    """`export K=V …; <serve command> > LOG 2>&1`: the text run by `sh -c` in the container
-    (mp: after the recipe's mods, which the container applies first)."""
+    """`export K=V …; exec <serve command> > LOG 2>&1`: the text run by `sh -c` in the
+    container (mp: after the recipe's mods, which the container applies first). `exec`: the
+    engine replaces the shell, so `docker stop` signals the engine itself (SIGTERM, a graceful
+    shutdown) instead of a shell that ignores it until docker kills both 30 s later."""
     env = env_words(recipe.serve.env, values, recipe, node)
     prefix = f"export {shell.env_prefix(env).strip()}; " if env else ""
     mods = mods_script(recipe) if recipe.executor == "mp" else ""
-    return f"{mods}{prefix}{shell.join(serve_argv(recipe, values, node))} > {shell.quote(recipe.serve.log)} 2>&1"
+    serve = shell.join(serve_argv(recipe, values, node))
+    return f"{mods}{prefix}exec {serve} > {shell.quote(recipe.serve.log)} 2>&1"
 
 
 def stop_leftovers_command(recipe: Recipe, stamp: str) -> str:
