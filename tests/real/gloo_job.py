@@ -12,7 +12,10 @@ import torch.distributed as dist
 
 timeout = datetime.timedelta(seconds=float(os.environ.get("GLOO_JOB_TIMEOUT_S", "30")))
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-print(f"torch {torch.__version__}: rank {rank} of {world} joins {os.environ['MASTER_ADDR']}", flush=True)
+print(
+    f"torch {torch.__version__}: rank {rank} of {world} joins {os.environ['MASTER_ADDR']}",
+    flush=True,
+)
 dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timeout)
 t = torch.ones(4)
 dist.all_reduce(t)

@@ -58,8 +58,7 @@ def _bare_engine(c: RealCluster) -> int:
     root = CACHE / "build" / "rootfs"
     cmd = (
         "env -i PATH=/opt/venv/bin:/usr/bin:/bin HOME=/root /opt/venv/bin/python -m "
-        "vllm.entrypoints.openai.api_server "
-        + ENGINE_ARGS.format(model="/root/models/tiny-llama")
+        "vllm.entrypoints.openai.api_server " + ENGINE_ARGS.format(model="/root/models/tiny-llama")
     )
     inner = (
         f"R={root}; mount -t proc proc $R/proc && mount --rbind /sys $R/sys && "
@@ -102,7 +101,11 @@ def engines(real_cluster: RealCluster) -> Iterator[RealCluster]:
     finally:
         c.exec("spark1", "docker rm -f vllm_node >/dev/null 2>&1", check=False)
         # the engine's process group (setsid made its pid the group's id): API server and EngineCore
-        c.exec("spark2", f"kill -TERM -- -{pid} 2>/dev/null; sleep 5; kill -KILL -- -{pid}", check=False)
+        c.exec(
+            "spark2",
+            f"kill -TERM -- -{pid} 2>/dev/null; sleep 5; kill -KILL -- -{pid}",
+            check=False,
+        )
 
 
 def _node(status: dict, name: str) -> dict:
@@ -138,7 +141,9 @@ def test_both_hand_started_engines_are_found_and_their_real_logs_followed(
         def followed(node: str) -> bool:
             return any(any(r in x for r in REAL_LINE) for _s, x in lines[node])
 
-        c.wait_for("both engines' real lines", lambda: followed("spark1") and followed("spark2"), 120)
+        c.wait_for(
+            "both engines' real lines", lambda: followed("spark1") and followed("spark2"), 120
+        )
         states = session.states()
         assert states["spark1"].engine is not None and states["spark2"].engine is not None
     finally:
@@ -167,7 +172,8 @@ def test_the_tui_panes_show_each_nodes_real_readings_and_the_engines_log(
     mem_kib = {
         n: int(c.exec(n, "grep MemTotal /proc/meminfo").split()[1]) for n in ("spark1", "spark2")
     }
-    seen: dict[str, object] = {}
+    seen: dict[str, tuple[str, int, dict[str, str]]] = {}
+    log_seen: list[str] = []
 
     async def scenario() -> None:
         session = Session.open(c.config)
@@ -196,19 +202,21 @@ def test_the_tui_panes_show_each_nodes_real_readings_and_the_engines_log(
                     )
                     await pilot.pause(0.5)
                 for name, p in panes.items():
-                    assert p.state is not None
-                    seen[name] = (p.state.gpus[0].name, p.state.memory.total_bytes, dict(p._shown))
-                seen["log"] = log.visible_texts()
+                    assert p.state is not None and p.state.memory is not None
+                    gpu = p.state.gpus[0].name
+                    seen[name] = (gpu, p.state.memory.total_bytes, dict(p._shown))
+                log_seen.extend(log.visible_texts())
         finally:
             session.close()
 
     asyncio.run(scenario())
     for name in ("spark1", "spark2"):
-        gpu_name, total, shown = seen[name]  # type: ignore[misc]
+        gpu_name, total, shown = seen[name]
         assert gpu_name == "NVIDIA GB10"
         assert total == mem_kib[name] * 1024
         # what the pane shows: the shim's power and temperature, the node's memory, its stack
         assert "W" in shown[".swap-gpu"] and "°C" in shown[".swap-gpu"], shown
         assert "used " in shown[".strip"] and "cache " in shown[".strip"], shown
-    assert "vllm_node" in seen["spark1"][2][".stack"]  # type: ignore[index]
-    assert "containers: none running" in seen["spark2"][2][".stack"]  # type: ignore[index]
+    assert "vllm_node" in seen["spark1"][2][".stack"]
+    assert "containers: none running" in seen["spark2"][2][".stack"]
+    assert any(t.startswith("spark1: ") and "non-default args" in t for t in log_seen)
