@@ -273,7 +273,6 @@ def test_a_wedged_worker_is_a_serving_stall_on_the_real_counters(
     watch = Watch(home)
     workers: list[str] = []
     try:
-        time.sleep(10)  # watch's first rounds on a serving engine
         _requests(c, 4, 440)
         c.wait_for(
             "tokens generated",
@@ -315,7 +314,6 @@ def test_a_worker_killed_mid_serving_is_named_and_relaunched(
     c = real_cluster
     watch = Watch(home, "--auto-relaunch")
     try:
-        time.sleep(10)
         _requests(c, 4, 440)
         c.wait_for(
             "requests running",
@@ -374,7 +372,6 @@ def test_a_restart_loop_reads_the_real_restart_count(real_cluster: RealCluster, 
         "--config", str(home), "--yes", timeout=300,
     )  # fmt: skip
     assert res.returncode == 0, (res.stdout[-2000:], res.stderr[-2000:])
-    assert not _running(c, "spark1", "vllm_node")
-    n = count()
-    time.sleep(15)
-    assert count() == n  # stopped: docker restarts it no more
+    # stopped by hand: docker restarts it no more (a stopped container is not restarted)
+    state = c.exec("spark1", "docker inspect -f '{{.State.Status}}' vllm_node", check=False)
+    assert state.strip() == "exited", state
