@@ -119,6 +119,13 @@ class Watch:
             time.sleep(2)
         raise AssertionError(f"watch: {what} not within {timeout:.0f} s: {self.events()[-30:]}")
 
+    def started(self, timeout: float = 60) -> None:
+        """Until watch has read the nodes once (its first line: on the harness the fabric's
+        readings always say something), or the timeout: the engine's log is tailed by then."""
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout and not self.events():
+            time.sleep(1)
+
     def close(self) -> str:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)
@@ -304,6 +311,7 @@ def test_an_engine_process_killed_mid_serving_is_named(
     c = real_cluster
     watch = Watch(home)
     try:
+        watch.started()  # the serve log is read inside the container: tailed before it ends
         _requests(c, 8, 440, then="pkill -KILL -f 'VLLM::EngineCor[e]'")
         t0 = time.monotonic()
         killed = watch.wait("engine-process-killed", _diag("engine-process-killed"), timeout=180)
