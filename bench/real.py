@@ -500,15 +500,17 @@ def stop_by_spark_tui(cluster: Cluster) -> None:
     cluster.clean_head()
 
 
-def bench_up(cluster: Cluster, pairs: int) -> list[dict]:
+def bench_up(cluster: Cluster, pairs: int, first: str) -> list[dict]:
+    """`pairs` of (spark-tui up, the hand launch), `first` first in every pair; the last
+    launch is left serving."""
+    ways = [up_by_spark_tui, up_by_hand] if first == "spark-tui" else [up_by_hand, up_by_spark_tui]
     out = []
+    cluster.clean_head()
     for i in range(pairs):
-        cluster.clean_head()
-        out.append(up_by_spark_tui(cluster))
-        stop_by_spark_tui(cluster)
-        out.append(up_by_hand(cluster))
-        if i < pairs - 1:
-            stop_by_spark_tui(cluster)
+        for k, way in enumerate(ways):
+            out.append(way(cluster))
+            if i < pairs - 1 or k == 0:
+                stop_by_spark_tui(cluster)
     return out
 
 
@@ -675,6 +677,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=float, default=20.0, help="front end running before the load")
     p.add_argument("--settle", type=float, default=3.0)
     p.add_argument("--up-pairs", type=int, default=1)
+    p.add_argument("--up-first", choices=["spark-tui", "hand"], default="spark-tui")
     p.add_argument("--fatal-trials", type=int, default=3)
     p.add_argument("--out", type=Path, default=OUT / "real.json")
     args = p.parse_args(argv)
@@ -694,7 +697,7 @@ def main(argv: list[str] | None = None) -> int:
         args.out.write_text(json.dumps(result, indent=1))
 
     if "up" in parts:
-        result["up"] = bench_up(cluster, args.up_pairs)
+        result["up"] = bench_up(cluster, args.up_pairs, args.up_first)
         save()
     serving = False
     if "load" in parts or "fatal" in parts:

@@ -137,3 +137,9 @@ def test_docker_stop_signals_the_main_process(script: str, waited: bool, code: s
         assert "vllm serve" not in t.run("ps -eo args").stdout
     finally:
         c.close()
+
+
+def test_docker_version_names_the_daemon_and_the_client_apart(t) -> None:
+    """`docker --version` is the client binary; the node's Docker Engine is the server's."""
+    assert t.run("docker --version").stdout.startswith("Docker version ")
+    assert t.run("docker version --format '{{.Server.Version}}'").stdout == "28.3.3\n"

@@ -340,14 +340,33 @@ def _pull(sub: str, args: list[str], ctx: Ctx, stdin: str) -> Out:
     )
 
 
+DOCKER_CLIENT = "28.3.3"  # the docker CLI's own version (`docker --version`)
+
+
 def _info(sub: str, args: list[str], ctx: Ctx, stdin: str) -> Out:
-    """docker info / version."""
-    return Out(0, "Server Version: 28.3.3\n")
+    """docker info / docker version [--format TEMPLATE]: the daemon's version is the node's."""
+    server = ctx.node.docker_version
+    if sub == "info":
+        return Out(0, f"Server Version: {server}\n")
+    fmt = args[args.index("--format") + 1] if "--format" in args[:-1] else None
+    if fmt is not None:
+        data: dict[str, object] = {
+            "Client": {"Version": DOCKER_CLIENT},
+            "Server": {"Version": server},
+        }
+        return Out(0, _go_template(fmt, data) + "\n")
+    return Out(
+        0,
+        f"Client:\n Version:           {DOCKER_CLIENT}\n\n"
+        f"Server:\n Engine:\n  Version:          {server}\n",
+    )
 
 
 def _docker(argv: list[str], ctx: Ctx, stdin: str) -> Out:
     if len(argv) < 2:
         return Out(0, "Usage:  docker [OPTIONS] COMMAND\n")
+    if argv[1] in ("--version", "-v"):
+        return Out(0, f"Docker version {DOCKER_CLIENT}, build e6534b4\n")
     sub, args = argv[1], argv[2:]
     if sub == "container" and args:
         sub, args = args[0], args[1:]
