@@ -201,12 +201,30 @@ def changes_something(fix: Fix, lines: list[str]) -> bool:
     return sum("# (no change" in line for line in lines) < patches
 
 
+def reads_only(fix: Fix) -> bool:
+    """A fix whose every action runs a command that only reads (`ss -ltnp`, `dmesg -T`): it
+    shows something and changes nothing, so a relaunch after it would fail the same way."""
+    from spark_tui.kb.readonly import read_only_problem
+
+    def shows(command: object) -> bool:
+        # read-only by kb.readonly's rule, less the one write it allows at `safe` (dropping
+        # the page cache frees memory: a remedy, not a look)
+        return (
+            isinstance(command, str)
+            and read_only_problem(command) is None
+            and "drop_caches" not in command
+        )
+
+    return all(a.type == "run" and shows(a.params.get("command")) for a in fix.actions)
+
+
 def _remedial(d: Diagnosis) -> list[Fix]:
-    """A diagnosis's fixes in order (its cause's first), without the evidence-only ones."""
+    """A diagnosis's fixes in order (its cause's first), without the ones that only gather
+    evidence or only read (shown to the user, never a remedy to relaunch on)."""
     out = []
     for fid in d.fixes():
         fix = d.wall.fix(fid)
-        if fix is not None and not evidence_only(fix):
+        if fix is not None and not evidence_only(fix) and not reads_only(fix):
             out.append(fix)
     return out
 

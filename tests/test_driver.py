@@ -160,3 +160,23 @@ def test_a_verified_log_wall_fix_shows_fixed_until_the_relaunch_proves_it() -> N
         assert driver.next_move().kind == "launch"
         session.apply(session.plan_launch(), yes=True)
         assert low.state == "resolved", (low.state, low.resolution)
+
+
+def test_a_fix_that_only_shows_is_never_the_one_relaunched_on() -> None:
+    """port-in-use's first fix shows the port's holder (ss -ltnp): a relaunch after it fails
+    the same way (measured on the real tier: three launches, three "Address already in use").
+    The driver takes the fix that frees the port; dropping the page cache stays a remedy."""
+    from spark_tui.driver import _remedial, reads_only
+    from spark_tui.kb.diagnosis import Diagnosis, Source
+    from spark_tui.kb.loader import load_knowledge
+
+    kb = load_knowledge()
+    port = kb.walls["port-in-use"]
+    assert reads_only(port.fix("show-port-holder"))
+    assert not reads_only(port.fix("stop-stack-and-relaunch"))
+    assert not reads_only(kb.walls["page-cache-hog"].fix("drop-page-caches"))
+    assert reads_only(kb.walls["engine-process-killed"].fix("show-kernel-log"))
+    d = Diagnosis(
+        port, Source.log("spark1", "serve"), 41, "OSError: [Errno 98] Address already in use"
+    )
+    assert [f.id for f in _remedial(d)] == ["stop-stack-and-relaunch"]

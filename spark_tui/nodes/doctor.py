@@ -642,10 +642,9 @@ def _model_files(
         return Check(
             "model-files",
             None,
-            WARN,
-            text + "; a plain directory: the serve command loads the Hugging Face id from the "
-            "hub layout, so set the recipe's model.path to that directory's path in the "
-            "container (/root/.cache/huggingface/…) or download it with huggingface-cli",
+            PASS,
+            text + "; a plain directory, not the hub layout: the launch loads that directory "
+            "(its path in the container) and serves it under the model's id",
         )
     return Check("model-files", None, PASS, text)
 
