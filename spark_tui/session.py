@@ -623,6 +623,12 @@ class Session:
         remedial = any(not a.kind.collects_evidence for a in plan.actions)  # not just evidence
         fixed = result.ok and result.verified is not False and remedial and bool(plan.wall)
         if fixed and self.monitor is not None:
+            if not plan.relaunches:
+                # the monitor's last readings of the nodes the fix changed are from before it:
+                # a round of each now, so no wall is judged again on a reading it made stale
+                for node in plan.nodes:
+                    if node in self.monitor.transports:
+                        self.monitor.sample_once(node)
             self.monitor.resolve_fixed(plan.wall, plan.fix.title, self._last_launch_at)
         if result.message != "not confirmed: nothing ran":
             for listener in list(self._applied):
@@ -668,6 +674,11 @@ class Session:
                 else ()
             ),
             fit_recipe=recipe,
+            serving=(
+                {n: st.serving for n, st in self.monitor.states().items()}
+                if self.monitor is not None
+                else None
+            ),
         )
         if self.monitor is not None:
             self.monitor.adopt(report.states)
