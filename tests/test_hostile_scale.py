@@ -30,9 +30,9 @@ def test_500_nodes_with_a_log_each_run_on_a_bounded_number_of_threads() -> None:
         monitor = session.start(listen)
         for node in session.config.nodes:  # a followed log on every node, as after a launch
             monitor.tail(node.name, "serve", "docker logs -f --tail 10 vllm_node 2>/dev/null")
-        # every node's dmon and log followed at once (1,000 streams), and far more nodes read
-        # and dmon streams heard than there are threads (all 500 take minutes on a loaded
-        # 2-core machine: the rounds share the pool, by design)
+        # far more nodes read, streams followed at once and dmon streams heard than there are
+        # threads (all 500 nodes' 1,000 streams take minutes on a loaded 2-core machine: the
+        # rounds and the opens share the pool, by design)
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
             peak = max(peak, threading.active_count())
@@ -41,11 +41,11 @@ def test_500_nodes_with_a_log_each_run_on_a_bounded_number_of_threads() -> None:
             with monitor._lock:
                 streams = len(monitor._streams)
                 dmon = sum(1 for v in monitor._dmon.values() if v)
-            if done >= 10 * MAX_WORKERS and streams == 2 * NODES and dmon >= 5 * MAX_WORKERS:
+            if done >= 10 * MAX_WORKERS and streams >= 20 * MAX_WORKERS and dmon >= 5 * MAX_WORKERS:
                 break
             time.sleep(0.1)
         assert done >= 10 * MAX_WORKERS, f"{done} nodes sampled"
-        assert streams == 2 * NODES and dmon >= 5 * MAX_WORKERS, (streams, dmon)
+        assert streams >= 20 * MAX_WORKERS and dmon >= 5 * MAX_WORKERS, (streams, dmon)
         peak = max(peak, threading.active_count())
     finally:
         session.close()
