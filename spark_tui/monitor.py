@@ -458,6 +458,9 @@ class ClusterMonitor:
         with self._lock:
             if state.reachable:
                 state = self._merge_live(node, state)
+            before = self._states.get(node)
+            if before is not None and before.time > state.time:
+                state = before  # a round begun earlier ended later: the newer reading stays
             self._states[node] = state
             reach = transport.state
             if not state.reachable and reach.reachable:  # the round failed though the link is up
