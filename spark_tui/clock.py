@@ -33,6 +33,11 @@ class Clock(Protocol):
         """Clock seconds per real second (1 for real time)."""
         ...
 
+    def real_seconds(self, seconds: float) -> float:
+        """The real seconds `wait(seconds, ...)` idles when nothing stops it (a scheduler
+        that idles for many loops at once plans with it)."""
+        ...
+
 
 class RealClock:
     def now(self) -> float:
@@ -42,7 +47,10 @@ class RealClock:
         time.sleep(max(0.0, seconds))
 
     def wait(self, seconds: float, stop: threading.Event) -> bool:
-        return stop.wait(max(0.0, seconds))
+        return stop.wait(self.real_seconds(seconds))
+
+    def real_seconds(self, seconds: float) -> float:
+        return max(0.0, seconds)
 
     @property
     def rate(self) -> float:
@@ -71,9 +79,12 @@ class ScaledClock:
             time.sleep(seconds / self.speed if self.speed > 0 else 0)
 
     def wait(self, seconds: float, stop: threading.Event) -> bool:
+        return stop.wait(self.real_seconds(seconds))
+
+    def real_seconds(self, seconds: float) -> float:
         # a stopped clock (speed 0) idles a short real moment: its time moves only by sleep()
         real = seconds / self.speed if self.speed > 0 else min(seconds, 0.05)
-        return stop.wait(max(0.01, real))
+        return max(0.01, real)
 
     @property
     def rate(self) -> float:

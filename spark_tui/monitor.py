@@ -1,7 +1,7 @@
 """The live pipeline that every front end drives (the TUI, `watch --json`).
 
     monitor = ClusterMonitor(cluster, transports, kb, clock, emit)
-    monitor.start()          # a thread per node: sample, emit, evaluate rules, repeat
+    monitor.start()          # rounds of every node: sample, emit, evaluate rules, repeat
     monitor.tail("spark1", "serve", "docker logs -f --tail 200 vllm")
     ...
     monitor.stop()
@@ -18,10 +18,14 @@ phase of every node comes from that node's log, or, for a node whose engine rank
 logs through the head (Ray), from the head while the node takes part.
 
 Polls on completion: a node's next round is scheduled when its previous one
-finished, so a slow or dead node never piles up sessions. Every log line of
+finished, so a slow or dead node never piles up sessions. The threads are bounded
+whatever the number of nodes (spark_tui.nodes.workers): rounds and stream opens run in a
+pool of at most MAX_WORKERS threads (one per node and stream open up to that, so 2-3
+nodes wait for nothing), every stream (dmon, log tails) is read by ONE pump thread, and
+one flusher matches the lines. Every log line of
 every node goes through ONE shared MatchStream; metric and check walls through
 the one RuleEngine (spark_tui.nodes.rules) after every round. A node that drops
-is a state; its threads keep going and pick up when it comes back.
+is a state; its rounds keep going and pick up when it comes back.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import functools
 import queue
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -58,9 +63,13 @@ from spark_tui.nodes.parsers.serving import ServingTracker
 from spark_tui.nodes.rules import RuleEngine, cluster_facts
 from spark_tui.nodes.sampler import Sampler
 from spark_tui.nodes.state import NcclLibrary, NodeState, ServingState
-from spark_tui.nodes.transport import Reachability, Transport
+from spark_tui.nodes.transport import LineStream, Reachability, Transport
+from spark_tui.nodes.workers import StreamPump, WorkerPool
 from spark_tui.redact import redact
 from spark_tui.untrusted import clean_line
+
+# queued in a source's place in the line order: its tail reads another file from here on
+NEW_FILE = "\x00spark-tui: new file\x00"
 
 # log sources that are not the serving engine's log (they do not move log.silent_s)
 NON_SERVING_SOURCES = ("kernel", "dmesg")
@@ -72,6 +81,9 @@ REPEAT_EMIT_S = 1.0  # a diagnosis seen again is re-announced at most this often
 
 
 IDLE_FACTOR = 3.0  # an idle node (nothing of the stack up) is read every 3 periods
+# threads for rounds and stream opens: 2 per node (a round and a stream open at once, as when
+# every node had its own threads) plus one, never more than this, whatever the node count
+MAX_WORKERS = 12
 
 
 class ClusterMonitor:
@@ -104,7 +116,9 @@ class ClusterMonitor:
         # a node where nothing of the stack runs is read less often (it costs the node CPU
         # every round); a launch, or anyone waiting for rounds, hurries every node at once
         self.idle_period_s = period_s * max(1.0, idle_factor)
-        self._nudges = {n.name: threading.Event() for n in cluster.nodes}
+        self._pool = WorkerPool(min(2 * len(cluster.nodes) + 1, MAX_WORKERS), "monitor")
+        self._pump = StreamPump("monitor-streams")
+        self._workers_started = False
         self._eager = 0  # callers of wait_rounds waiting now
         self.dmon = dmon
         self.auto_tail = auto_tail
@@ -115,8 +129,10 @@ class ClusterMonitor:
         self._lock = threading.RLock()  # guards the book, the match stream, states, trackers
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._streams: dict[tuple[str, str], object] = {}
+        self._streams: dict[tuple[str, str], LineStream] = {}
         self._tailing: dict[tuple[str, str], str] = {}  # (node, source) -> command
+        # (node, source) -> the launch attempt its tail was last opened in
+        self._opened_in: dict[tuple[str, str], int] = {}
         self.attempt = 0  # launch attempts seen by this monitor (new_attempt)
         # lines received, not matched yet: bounded, and full means the tail waits (the node's
         # channel holds the rest) — no line is ever dropped before the matcher has seen it
@@ -154,6 +170,8 @@ class ClusterMonitor:
         self._last_reachable: dict[str, float] = {}  # time of each node's last good round
         self._round_no: dict[str, int] = {n.name: 0 for n in cluster.nodes}
         self._round_cv = threading.Condition()
+        self._unevaluated: set[str] = set()  # nodes whose last round the rules have not seen
+        self._evaluating = False
         self._history: dict[str, collections.deque[tuple[float, dict[str, object]]]] = {
             n.name: collections.deque(maxlen=HISTORY_ROUNDS) for n in cluster.nodes
         }
@@ -166,8 +184,8 @@ class ClusterMonitor:
         return self._matcher
 
     def start(self) -> None:
-        """Start a sampling thread per node (and dmon streams, the log flusher, and the tails
-        of the logs cluster.yaml names)."""
+        """Start every node's rounds (and dmon streams, the log flusher, and the tails of the
+        logs cluster.yaml names)."""
         if self._started:
             return
         self._started = True
@@ -175,24 +193,29 @@ class ClusterMonitor:
         for node in self.cluster.nodes:
             for log in node.logs:
                 self.tail(node.name, log.name, log_source_command(log.kind, log.value))
+        self._start_workers()
         for node in self.cluster.nodes:
-            self._spawn(f"sample:{node.name}", self._node_loop, node.name)
+            self._pool.at(0.0, ("round", node.name), functools.partial(self._round_job, node.name))
             if self.dmon:
-                self._spawn(f"dmon:{node.name}", self._dmon_loop, node.name)
+                self._pool.at(
+                    0.0, ("dmon", node.name), functools.partial(self._open_dmon, node.name)
+                )
 
     def stop(self, close_transports: bool = True) -> None:
         """Stop every thread and stream (and close the transports unless told not to)."""
         self._stop.set()
-        self.hurry()  # the node loops wait on their nudge
+        self._pool.stop(join=False)  # no round or open starts from now on
+        self._pump.stop()  # closes every stream it follows
         with self._lock:
             streams = list(self._streams.values())
-        for s in streams:
+        for s in streams:  # opened as the pump stopped
             with contextlib.suppress(Exception):
-                s.close()  # type: ignore[attr-defined]  # a stream object of the transport; every kind has close()
+                s.close()
         if close_transports:
             for t in self.transports.values():
                 with contextlib.suppress(Exception):
                     t.close()
+        self._pool.stop()  # waits for the rounds running now (the transports are closed)
         for th in self._threads:
             if th is not threading.current_thread():
                 th.join(timeout=10)
@@ -211,10 +234,10 @@ class ClusterMonitor:
             self._tailing[(node, source)] = command
             stream = self._streams.get((node, source))
         if old is None:
-            self._spawn(f"tail:{node}:{source}", self._tail_loop, node, source)
+            self._start_workers()
+            self._pool.at(0.0, ("tail", node, source), lambda: self._open_tail(node, source))
         elif stream is not None:
-            with contextlib.suppress(Exception):
-                stream.close()  # type: ignore[attr-defined]  # the loop reopens the new command
+            self._pump.close(stream)  # its end reopens it with the new command
 
     def follow(self, log_sources: Mapping[str, Sequence[str]]) -> None:
         """Tail a launch plan's log sources (node -> commands): the serve log inside the
@@ -391,45 +414,56 @@ class ClusterMonitor:
         self._threads.append(th)
         th.start()
 
-    def _real_wait(self, clock_seconds: float) -> bool:
-        """Idle clock seconds (the clock says how long that is in real time); True when stopping."""
-        return self.clock.wait(clock_seconds, self._stop)
-
-    def _node_loop(self, node: str) -> None:
-        while not self._stop.is_set():
-            try:
-                self._round(node)
-            except Exception as exc:  # a bug must not kill the node's pane; say so in its state
-                with self._lock:
-                    self._states[node] = NodeState(
-                        node, self.clock.now(), reachable=False, unavailable={"monitor": repr(exc)}
-                    )
-            if self._wait_next_round(node):
+    def _start_workers(self) -> None:
+        """The pool (rounds, stream opens) and the stream pump: started once, on first need."""
+        with self._lock:
+            if self._workers_started or self._stop.is_set():
                 return
+            self._workers_started = True
+        self._pool.start()
+        self._pump.start()
+        self._threads += self._pool.threads
+        if self._pump.thread is not None:
+            self._threads.append(self._pump.thread)
 
-    def _wait_next_round(self, node: str) -> bool:
-        """Idle until this node's next round (sooner when hurried); True when stopping."""
+    def _later(self, clock_seconds: float, key: tuple[str, ...], job: Callable[[], None]) -> None:
+        """Run `job` in the pool after this many clock seconds (unless stopping)."""
+        if not self._stop.is_set():
+            self._pool.at(self.clock.real_seconds(clock_seconds), key, job)
+
+    def _round_job(self, node: str) -> None:
+        """One round of a node, then its next one planned (a slow node holds one thread)."""
+        if self._stop.is_set():
+            return
+        try:
+            self._round(node, evaluate=False)
+        except Exception as exc:  # a bug must not kill the node's pane; say so in its state
+            with self._lock:
+                self._states[node] = NodeState(
+                    node, self.clock.now(), reachable=False, unavailable={"monitor": repr(exc)}
+                )
+        self._evaluate_after(node)
         with self._lock:
             state = self._states.get(node)
             idle = state is not None and state.reachable and not state.stack_up
         with self._round_cv:
             idle = idle and not self._eager
-        nudge = self._nudges[node]
-        self.clock.wait(self.idle_period_s if idle else self.period_s, nudge)
-        nudge.clear()
-        return self._stop.is_set()
+        period = self.idle_period_s if idle else self.period_s
+        self._later(period, ("round", node), lambda: self._round_job(node))
 
     def hurry(self) -> None:
         """Every node's next round now (a launch began, or a caller waits for rounds)."""
-        for nudge in self._nudges.values():
-            nudge.set()
+        self._pool.hurry([("round", n.name) for n in self.cluster.nodes])
 
-    def _round(self, node: str) -> NodeState:
+    def _round(self, node: str, evaluate: bool = True) -> NodeState:
         state = self._samplers[node].next_round()
         transport = self.transports[node]
         with self._lock:
             if state.reachable:
                 state = self._merge_live(node, state)
+            before = self._states.get(node)
+            if before is not None and before.time > state.time:
+                state = before  # a round begun earlier ended later: the newer reading stays
             self._states[node] = state
             reach = transport.state
             if not state.reachable and reach.reachable:  # the round failed though the link is up
@@ -446,11 +480,40 @@ class ClusterMonitor:
             with self._lock:
                 self._last_reachable[node] = state.time
                 self._history[node].append((state.time, state.facts()))
+        if not evaluate:
+            return state
         self.evaluate()
         with self._round_cv:
             self._round_no[node] += 1
             self._round_cv.notify_all()
         return state
+
+    def _evaluate_after(self, node: str) -> None:
+        """The rules over every node after this node's round: one evaluation (in the pool)
+        covers every round that finished before it began, so 500 nodes do not evaluate
+        500 nodes' facts 500 times a period. A round counts (wait_rounds) once evaluated."""
+        with self._round_cv:
+            self._unevaluated.add(node)
+            if self._evaluating:
+                return
+            self._evaluating = True
+        self._pool.at(0.0, ("evaluate",), self._evaluate_job)
+
+    def _evaluate_job(self) -> None:
+        while True:
+            with self._round_cv:
+                nodes, self._unevaluated = self._unevaluated, set()
+                if not nodes or self._stop.is_set():
+                    self._evaluating = False
+                    self._round_cv.notify_all()
+                    return
+            try:
+                self.evaluate()
+            finally:
+                with self._round_cv:
+                    for node in nodes:
+                        self._round_no[node] += 1
+                    self._round_cv.notify_all()
 
     def wait_rounds(self, n: int = 1, timeout: float = 120.0) -> bool:
         """Wait (real seconds, at most `timeout`) until every node finished n more rounds,
@@ -643,57 +706,76 @@ class ClusterMonitor:
             return None
 
     # ------------------------------------------------------------------ streams
-    def _dmon_loop(self, node: str) -> None:
-        transport = self.transports[node]
-        while not self._stop.is_set():
-            got = 0
-            try:
-                stream = transport.stream(commands.DMON)
-            except Exception:  # unreachable (or a transport bug): try again next period
-                if self._real_wait(self.period_s):
-                    return
-                continue
-            with self._lock:
-                self._streams[(node, "dmon")] = stream
-            parser = DmonParser()
-            try:
-                for line in stream:
-                    sample = parser.feed(line)
-                    if sample is not None:
-                        got += 1
-                        with self._lock:
-                            self._dmon[node][sample.gpu] = (sample, self.clock.now())
-                    if self._stop.is_set():
-                        break
-            finally:
-                stream.close()
-            # no samples at all: no nvidia-smi (or no GPU) here; try again much later
-            if self._real_wait(self.period_s if got else 30 * self.period_s):
-                return
+    def _open_dmon(self, node: str) -> None:
+        """Start the node's dmon stream (in the pool); the pump reads it, its end reopens it."""
+        if self._stop.is_set():
+            return
+        key = ("dmon", node)
+        try:
+            stream = self.transports[node].stream(commands.DMON)
+        except Exception:  # unreachable (or a transport bug): try again next period
+            self._later(self.period_s, key, lambda: self._open_dmon(node))
+            return
+        with self._lock:
+            self._streams[(node, "dmon")] = stream
+        parser = DmonParser()
+        got = [0]
 
-    def _tail_loop(self, node: str, source: str) -> None:
-        transport = self.transports[node]
-        while not self._stop.is_set():
+        def on_lines(lines: list[str]) -> bool:
+            for line in lines:
+                sample = parser.feed(line)
+                if sample is not None:
+                    got[0] += 1
+                    with self._lock:
+                        self._dmon[node][sample.gpu] = (sample, self.clock.now())
+            return not self._stop.is_set()
+
+        def on_end() -> None:
+            # no samples at all: no nvidia-smi (or no GPU) here; try again much later
+            wait = self.period_s if got[0] else 30 * self.period_s
+            self._later(wait, key, lambda: self._open_dmon(node))
+
+        self._pump.add(stream, on_lines, on_end)
+        if self._stop.is_set():  # stopped while it opened: the pump may be gone
+            stream.close()
+
+    def _open_tail(self, node: str, source: str) -> None:
+        """Start following a tailed source (in the pool); its end reopens it: at once when
+        its command was replaced, else after a period."""
+        if self._stop.is_set():
+            return
+        key = ("tail", node, source)
+        with self._lock:
+            command = self._tailing[(node, source)]
+        try:
+            stream = self.transports[node].stream(command)
+        except Exception:  # unreachable (or a transport bug): try again next period
+            self._later(self.period_s, key, lambda: self._open_tail(node, source))
+            return
+        with self._lock:
+            self._streams[(node, source)] = stream
+            replaced = self._tailing[(node, source)] != command
+            opened_in = self._opened_in.get((node, source))
+            self._opened_in[(node, source)] = self.attempt
+        if opened_in is not None and opened_in != self.attempt:
+            # opened again after a launch began: what it reads now is the new launch's log (a
+            # new container under the same name), whose lines never continue the old one's
+            # (the old crash, then the new banner, is no restart)
+            self._queue_line((node, source, NEW_FILE))
+
+        def on_lines(lines: list[str]) -> bool:
+            return all(self._queue_line((node, source, line)) for line in lines)
+
+        def on_end() -> None:
             with self._lock:
-                command = self._tailing[(node, source)]
-            try:
-                stream = transport.stream(command)
-            except Exception:  # unreachable (or a transport bug): try again next period
-                if self._real_wait(self.period_s):
-                    return
-                continue
-            with self._lock:
-                self._streams[(node, source)] = stream
-            try:
-                for line in stream:
-                    if not self._queue_line((node, source, line)):
-                        break
-            finally:
-                stream.close()
-            with self._lock:
-                replaced = self._tailing[(node, source)] != command
-            if not replaced and self._real_wait(self.period_s):
-                return
+                again = self._tailing[(node, source)] != command
+            self._later(0.0 if again else self.period_s, key, lambda: self._open_tail(node, source))
+
+        self._pump.add(stream, on_lines, on_end)
+        if replaced:  # tail() changed the command while this opened
+            self._pump.close(stream)
+        if self._stop.is_set():
+            stream.close()
 
     def _queue_line(self, item: tuple[str, str, str]) -> bool:
         """Hand a received line to the matcher; when it is behind, wait for room (the
@@ -719,7 +801,13 @@ class ClusterMonitor:
         item = first
         count = 0
         while True:
-            if item is not None:
+            if item is not None and item[2] is NEW_FILE:
+                key = (item[0], item[1])
+                if key in batch:  # the old file's lines first
+                    self._ingest(*key, batch.pop(key))
+                with self._lock:
+                    self._match.new_file(f"{item[0]}:{item[1]}")
+            elif item is not None:
                 batch.setdefault((item[0], item[1]), []).append(item[2])
                 count += 1
             if count >= BATCH_LINES:

@@ -191,6 +191,9 @@ class StepClock:
         self.sleep(seconds)
         return stop.is_set()
 
+    def real_seconds(self, seconds: float) -> float:
+        return 0.0  # its waits move now() on at once
+
     @property
     def rate(self) -> float:
         return 1.0

@@ -13,13 +13,13 @@ import pytest
 from spark_tui.kb.loader import load_knowledge
 from spark_tui.kb.schema import SEVERITY_RANK
 from spark_tui.monitor import KERNEL_SOURCE, ClusterMonitor
+from spark_tui.nodes.transport import STREAM_POLL_S as POLL_S
 from spark_tui.recipes.loader import load_recipes
 from spark_tui.recipes.render import render_plan
 from spark_tui.remedy.fixes import plan_fix, run_fix
 from spark_tui.remedy.launch import LaunchRunner
 from spark_tui.session import open_cluster
 from spark_tui.sim import SteppedClock
-from spark_tui.sim.transport import POLL_S
 
 MAX_LAUNCHES = 4
 WATCH_S = 15 * 60  # simulated time the monitor watches a failed launch
@@ -53,7 +53,7 @@ def _watch(c, monitor: ClusterMonitor, seconds: float) -> None:
         if c.clock.now() >= t_end:
             return
         c.clock.advance(STEP_S)
-        time.sleep(TAIL_POLL_S)  # let the log tails (threads, as in the TUI) catch up
+        time.sleep(TAIL_POLL_S)  # let the log tails (the stream pump, as in the TUI) catch up
         # without start() the monitor has no flusher thread: hand it the tailed lines now
         monitor._drain()
 

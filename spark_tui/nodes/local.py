@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import contextlib
-import io
 import os
 import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 from spark_tui.nodes.transport import (
@@ -32,25 +30,30 @@ class _ProcessLines(LineStream):
             start_new_session=True,
         )
         self._closed = threading.Event()
-
-    def __iter__(self) -> Iterator[str]:
+        self._ended = False
+        self._lines = LineSplitter()
         out = self._proc.stdout
-        assert isinstance(out, io.BufferedReader)  # bufsize -1: a buffered pipe (read1)
-        lines = LineSplitter()
-        while not self._closed.is_set():
-            try:
-                data = os.read(out.fileno(), 1 << 16)
-            except (OSError, ValueError):  # closed under us
-                break
-            if not data:
-                last = lines.flush()
-                if last:
-                    yield last
-                break
-            for line in lines.feed(data):
-                if self._closed.is_set():
-                    return
-                yield line
+        assert out is not None
+        self._fd = out.fileno()
+        os.set_blocking(self._fd, False)  # read_lines never waits
+
+    def fileno(self) -> int | None:
+        return None if self._closed.is_set() else self._fd
+
+    def read_lines(self) -> list[str] | None:
+        if self._closed.is_set() or self._ended:
+            return None
+        try:
+            data = os.read(self._fd, 1 << 16)
+        except BlockingIOError:
+            return []
+        except (OSError, ValueError):  # closed under us
+            data = b""
+        if not data:
+            self._ended = True
+            last = self._lines.flush()
+            return [last] if last else None
+        return self._lines.feed(data)
 
     def close(self) -> None:
         if self._closed.is_set():

@@ -23,7 +23,7 @@ import select
 import socket
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -376,27 +376,39 @@ class _ChannelLines(LineStream):
         self._owner = owner
         self._chan = chan
         self._closed = threading.Event()
+        self._ended = False
+        self._lines = LineSplitter()
+        self._fd: int | None = None
 
-    def __iter__(self) -> Iterator[str]:
-        lines = LineSplitter()
-        chan = self._chan
-        while not self._closed.is_set():
+    def fileno(self) -> int | None:
+        if self._closed.is_set() or self._ended:
+            return None
+        if self._fd is None:
             try:
-                ready, _, _ = select.select([chan], [], [], 0.2)
-                if not ready:
-                    if not self._owner._alive(chan):
-                        break
-                    continue
+                self._fd = self._chan.fileno()  # a pipe paramiko sets when data or EOF came
+            except (OSError, ValueError, paramiko.SSHException):
+                return None
+        return self._fd
+
+    def read_lines(self) -> list[str] | None:
+        if self._closed.is_set() or self._ended:
+            return None
+        chan = self._chan
+        try:
+            if chan.recv_ready():
                 data = chan.recv(_READ_BYTES)
-            except (OSError, EOFError, paramiko.SSHException, ValueError):
-                break
-            if not data:
-                break
-            yield from lines.feed(data)
-        last = lines.flush()
-        if last and not self._closed.is_set():
-            yield last
+            elif chan.eof_received or not self._owner._alive(chan):
+                data = b""
+            else:
+                return []
+        except (OSError, EOFError, paramiko.SSHException, ValueError):
+            data = b""
+        if data:
+            return self._lines.feed(data)
+        self._ended = True
+        last = self._lines.flush()
         self._owner._check_alive()
+        return [last] if last else None
 
     def close(self) -> None:
         if self._closed.is_set():

@@ -13,6 +13,8 @@ NodeUnreachable, and records the reachability for the UI in `state`.
 from __future__ import annotations
 
 import abc
+import select
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -125,16 +127,46 @@ class LineSplitter:
         return text[:-1] if text.endswith("\r") else text
 
 
+STREAM_POLL_S = 0.02  # real seconds between looks at a stream that has no descriptor to wait on
+
+
 class LineStream(abc.ABC):
-    """Output of a long-running command (dmon, a log tail), line by line."""
+    """Output of a long-running command (dmon, a log tail), line by line.
+
+    Read without blocking (`read_lines`), so one thread can follow any number of streams
+    (spark_tui.nodes.pump); `fileno` says when to look again. Iterating waits for lines."""
 
     @abc.abstractmethod
-    def __iter__(self) -> Iterator[str]:
-        """Lines without their newline, as they arrive; ends when the command ends or close() is called."""
+    def read_lines(self) -> list[str] | None:
+        """The lines (without their newline) that arrived since the last call, without
+        waiting ([] when none yet); None once the command ended or close() was called."""
+
+    def fileno(self) -> int | None:
+        """A descriptor that turns readable when `read_lines` may have more (select/epoll);
+        None: look again every STREAM_POLL_S."""
+        return None
 
     @abc.abstractmethod
     def close(self) -> None:
         """Stop the command (idempotent)."""
+
+    def __iter__(self) -> Iterator[str]:
+        """Lines as they arrive; ends when the command ends or close() is called."""
+        while True:
+            lines = self.read_lines()
+            if lines is None:
+                return
+            if lines:
+                yield from lines
+                continue
+            fd = self.fileno()
+            if fd is None:
+                time.sleep(STREAM_POLL_S)
+                continue
+            try:
+                select.select([fd], [], [], 0.2)
+            except (OSError, ValueError):  # closed under us: read_lines says so
+                time.sleep(STREAM_POLL_S)
 
     def __enter__(self) -> LineStream:
         return self

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 import shlex
 import threading
-import time
 from collections.abc import Callable, Iterator
 
 from spark_tui.nodes.transport import (
@@ -28,8 +27,7 @@ BASE_ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
     "SHELL": "/bin/bash",
 }
-POLL_S = 0.02
-GENERIC_STREAM_S = 5.0  # simulated seconds a stream of an unknown long command runs  # real seconds between looks at a followed log
+GENERIC_STREAM_S = 5.0  # simulated seconds a stream of an unknown long command runs
 
 
 class SimTransport(Transport):
@@ -98,17 +96,32 @@ class SimTransport(Transport):
 
 
 class _SimStream(LineStream):
-    """A long-running command's output as simulated time passes."""
+    """A long-running command's output as simulated time passes. Its steps yield a line, or
+    None for "nothing more now" (read_lines returns what came before it and never waits)."""
 
     def __init__(self, transport: SimTransport, command: str) -> None:
         self.t = transport
         self.command = command
         self._closed = threading.Event()
+        self._steps: Iterator[str | None] | None = None
 
     def close(self) -> None:
         self._closed.set()
 
-    def __iter__(self) -> Iterator[str]:
+    def read_lines(self) -> list[str] | None:
+        if self._closed.is_set():
+            return None
+        if self._steps is None:
+            self._steps = self._run()
+        out: list[str] = []
+        for line in self._steps:
+            if line is None:
+                return out
+            out.append(line)
+        self._closed.set()  # the command ended
+        return out or None
+
+    def _run(self) -> Iterator[str | None]:
         try:
             argv = shlex.split(self.command)
         except ValueError:
@@ -132,18 +145,18 @@ class _SimStream(LineStream):
         start = max(0, seen - tail_n) if tail_n >= 0 else 0
         yield from log.lines(now)[start:seen]
         while not self._closed.is_set():
-            time.sleep(POLL_S)
+            yield None
             now = clock.now()
             if not self.t.node.is_up():
                 return
-            lines = log.lines(now)
-            if len(lines) > seen:
-                yield from lines[seen:]
-                seen = len(lines)
+            count = log.count(now)
+            if count > seen:
+                yield from log.lines(now)[seen:count]
+                seen = count
             elif not alive():
                 return
 
-    def _dmon(self, argv: list[str]) -> Iterator[str]:
+    def _dmon(self, argv: list[str]) -> Iterator[str | None]:
         clock = self.t.world.clock
         yield from gpu.dmon_header(argv)
         count = None
@@ -156,7 +169,7 @@ class _SimStream(LineStream):
         next_t = clock.now()
         while not self._closed.is_set() and (count is None or n < count):
             while clock.now() < next_t and not self._closed.is_set():
-                time.sleep(POLL_S)
+                yield None
             if not self.t.node.is_up():
                 return
             yield gpu.dmon_line(self.t.world, self.t.node, clock.now(), argv)

@@ -79,7 +79,9 @@ class MainScreen(Screen):
     ]
 
     def __init__(self, session: Session, driver: Driver, scrollback: int = 100_000) -> None:
-        super().__init__(id="main")
+        # classes given at creation, not added in on_mount: each add_class there restyled
+        # every widget of the screen once more before the first frame
+        super().__init__(id="main", classes="-no-walls")
         self.session = session
         self.driver = driver
         self.scrollback = scrollback
@@ -104,7 +106,8 @@ class MainScreen(Screen):
     def compose(self) -> ComposeResult:
         yield Header()
         with Vertical(id="body"):
-            with Grid(id="nodes"):
+            cols = min(3, max(1, len(self.session.config.nodes)))
+            with Grid(id="nodes", classes=f"-cols-{cols}"):
                 for node in self.session.config.nodes:
                     if node.name in self._paned:
                         yield NodePane(node)
@@ -125,9 +128,6 @@ class MainScreen(Screen):
         self.problem = self.session.set_aside_bad_recipe()
         self.query_one(DiagnosisDetail).problem = self.problem
         self.query_one(StatusLine).read_only = self.session.read_only
-        n = len(self.session.config.nodes)
-        self.query_one("#nodes", Grid).add_class(f"-cols-{min(3, max(1, n))}")
-        self.add_class("-no-walls")
         self.refresh_status()
 
     def on_resize(self) -> None:
