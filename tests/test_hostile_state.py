@@ -351,6 +351,42 @@ def test_a_fifo_cache_entry_does_not_hang_a_start(cache: Path) -> None:
     assert "nvrm-oom" in proc.stdout
 
 
+FREE_MEMORY_LINE = (
+    "(EngineCore_DP0 pid=6940) ValueError: Free memory on device cuda:0 (11.19/119.67 GiB) on "
+    "startup is less than desired GPU memory utilization (0.9, 107.70 GiB). Decrease GPU memory "
+    "utilization or reduce GPU memory used by other processes."
+)
+
+
+@pytest.mark.parametrize("planted", ["fifo", "unsigned-database"])
+def test_a_planted_matcher_database_neither_hangs_nor_steers_triage(
+    cache: Path, tmp_path: Path, planted: str
+) -> None:
+    """The matcher's compiled databases in the cache directory: a FIFO in their place hung
+    every start that matched a line; a database we did not write (here one that matches
+    nothing) would have silenced the walls. Both are compiled again."""
+    import hyperscan
+
+    log = tmp_path / "serve.log"
+    log.write_text(f"starting\n{FREE_MEMORY_LINE}\n")
+    first = cli("triage", str(log), "--json", timeout=120)
+    assert "vllm-free-memory-low" in first.stdout, first.stdout + first.stderr
+    dbs = sorted(cache.parent.glob("hyperscan-*.db"))
+    assert dbs, "no compiled database was kept"
+    blank = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+    blank.compile(expressions=[b"never-in-any-log-0xdeadbeef"], ids=[0], elements=1, flags=[0])
+    for db in dbs:
+        db.unlink()
+        if planted == "fifo":
+            os.mkfifo(db)
+        else:
+            db.write_bytes(hyperscan.dumpb(blank))
+    again = cli("triage", str(log), "--json", timeout=120)  # the guard: it hung
+    assert again.returncode == first.returncode, again.stderr
+    assert "vllm-free-memory-low" in again.stdout, again.stdout + again.stderr
+    assert "Traceback" not in again.stderr
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
 def test_a_cache_key_of_another_user_disables_the_disk_cache(cache: Path) -> None:
     key_file = paths.state_dir() / "yaml-cache.key"
