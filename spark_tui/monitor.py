@@ -68,6 +68,9 @@ from spark_tui.nodes.workers import StreamPump, WorkerPool
 from spark_tui.redact import redact
 from spark_tui.untrusted import clean_line
 
+# queued in a source's place in the line order: its tail reads another file from here on
+NEW_FILE = "\x00spark-tui: new file\x00"
+
 # log sources that are not the serving engine's log (they do not move log.silent_s)
 NON_SERVING_SOURCES = ("kernel", "dmesg")
 KERNEL_SOURCE = "kernel"
@@ -128,6 +131,8 @@ class ClusterMonitor:
         self._threads: list[threading.Thread] = []
         self._streams: dict[tuple[str, str], LineStream] = {}
         self._tailing: dict[tuple[str, str], str] = {}  # (node, source) -> command
+        # (node, source) -> the launch attempt its tail was last opened in
+        self._opened_in: dict[tuple[str, str], int] = {}
         self.attempt = 0  # launch attempts seen by this monitor (new_attempt)
         # lines received, not matched yet: bounded, and full means the tail waits (the node's
         # channel holds the rest) — no line is ever dropped before the matcher has seen it
@@ -456,6 +461,9 @@ class ClusterMonitor:
         with self._lock:
             if state.reachable:
                 state = self._merge_live(node, state)
+            before = self._states.get(node)
+            if before is not None and before.time > state.time:
+                state = before  # a round begun earlier ended later: the newer reading stays
             self._states[node] = state
             reach = transport.state
             if not state.reachable and reach.reachable:  # the round failed though the link is up
@@ -747,6 +755,13 @@ class ClusterMonitor:
         with self._lock:
             self._streams[(node, source)] = stream
             replaced = self._tailing[(node, source)] != command
+            opened_in = self._opened_in.get((node, source))
+            self._opened_in[(node, source)] = self.attempt
+        if opened_in is not None and opened_in != self.attempt:
+            # opened again after a launch began: what it reads now is the new launch's log (a
+            # new container under the same name), whose lines never continue the old one's
+            # (the old crash, then the new banner, is no restart)
+            self._queue_line((node, source, NEW_FILE))
 
         def on_lines(lines: list[str]) -> bool:
             return all(self._queue_line((node, source, line)) for line in lines)
@@ -786,7 +801,13 @@ class ClusterMonitor:
         item = first
         count = 0
         while True:
-            if item is not None:
+            if item is not None and item[2] is NEW_FILE:
+                key = (item[0], item[1])
+                if key in batch:  # the old file's lines first
+                    self._ingest(*key, batch.pop(key))
+                with self._lock:
+                    self._match.new_file(f"{item[0]}:{item[1]}")
+            elif item is not None:
                 batch.setdefault((item[0], item[1]), []).append(item[2])
                 count += 1
             if count >= BATCH_LINES:

@@ -11,6 +11,11 @@ a report, the TUI, `--json`, the debug log and every line the headless commands 
     in this process's environment and in the recipe in use (`remember_env`), the values of
     secret flags in a recipe's serve arguments, and the variables cluster.yaml's `secrets:`
     names (docs/cluster-yaml.md) whatever they are called.
+
+A recipe or cluster.yaml refers to a secret as `${NAME}`; what spark-tui writes keeps the
+reference (a recipe revision writes a secret's value as one: `as_reference`), and the
+value goes into a command only when it runs on the node (`expand`): from spark-tui's
+environment, else the value the user's own recipe holds for that name.
 """
 
 from __future__ import annotations
@@ -52,6 +57,8 @@ _lock = threading.Lock()
 _known: dict[str, str] = {}  # secret value -> the name it shows as
 _known_rx: re.Pattern[str] | None = None
 _marked: set[str] = set()  # variable names marked secret (cluster.yaml `secrets:`)
+_by_name: dict[str, str] = {}  # name -> the secret value last remembered for it
+REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 def secret_name(name: str) -> bool:
@@ -87,6 +94,7 @@ def remember(value: object, name: str) -> None:
             return
         for form in written_forms(value):
             _known[form] = name
+        _by_name[name] = value
         values = sorted(_known, key=len, reverse=True)
         _known_rx = re.compile("|".join(re.escape(v) for v in values))
 
@@ -119,13 +127,19 @@ def remember_environment() -> None:
     remember_env(os.environ)
 
 
+def known_values(text: str) -> str:
+    """`text` with every value known to be secret shown as ${NAME} (and nothing else changed)."""
+    rx = _known_rx
+    if not text or rx is None:
+        return text
+    return rx.sub(lambda m: "${" + _known.get(m.group(), "SECRET") + "}", text)
+
+
 def redact(text: str) -> str:
     """`text` with every secret in it shown as ${NAME} (see the module docstring)."""
     if not text:
         return text
-    rx = _known_rx
-    if rx is not None:
-        text = rx.sub(lambda m: "${" + _known.get(m.group(), "SECRET") + "}", text)
+    text = known_values(text)
     if "-" in text:
         text = _FLAG.sub(lambda m: f"{m.group(1)}{m.group(2)}${{{flag_name(m.group(1))}}}", text)
     return _ASSIGN.sub(_assignment, text)
@@ -181,3 +195,80 @@ class RedactingStream(io.TextIOBase):
 
     def writable(self) -> bool:
         return True
+
+
+def as_reference(name: str, value: object) -> object:
+    """What a written recipe holds for a secret variable or flag: `${NAME}` for a value
+    (a reference stays as it is); anything that is no secret, unchanged."""
+    if isinstance(value, str) and value and not REFERENCE.fullmatch(value):
+        return "${" + name + "}"
+    return value
+
+
+def references(text: str) -> list[str]:
+    """The names a text refers to as ${NAME}, in order, once each."""
+    return list(dict.fromkeys(REFERENCE.findall(text)))
+
+
+def value_of(name: str) -> str | None:
+    """A reference's value now: spark-tui's environment, else the value the recipe the
+    user wrote holds under that name (its env, or its secret flag's), else None."""
+    if name in os.environ:
+        return os.environ[name]
+    with _lock:
+        return _by_name.get(name)
+
+
+def unresolved(text: str) -> list[str]:
+    """The ${NAME} references in a text that have no value now."""
+    return [n for n in references(text) if value_of(n) is None]
+
+
+class UnresolvedReference(ValueError):
+    """A ${NAME} in a command with no value, or one that cannot be passed as written."""
+
+
+def expand(command: str) -> str:
+    """The command as it runs on the node: each `${NAME}` replaced by its value (value_of).
+    Every command word is single-quoted by spark_tui.shell, so a reference sits inside
+    single quotes (at every level of a nested `sh -c`); a value with no single quote in it
+    is then passed as it is. A reference outside single quotes, an unset one or a value
+    holding a single quote raises UnresolvedReference (nothing runs)."""
+    if "${" not in command:
+        return command
+    out: list[str] = []
+    quoted = double = False
+    i = 0
+    while i < len(command):
+        ch = command[i]
+        m = REFERENCE.match(command, i) if ch == "$" else None
+        if m is None:
+            if ch == "'" and not double:
+                quoted = not quoted
+            elif ch == '"' and not quoted:
+                double = not double
+            elif ch == "\\" and not quoted:
+                out.append(command[i : i + 2])
+                i += 2
+                continue
+            out.append(ch)
+            i += 1
+            continue
+        name = m.group(1)
+        value = value_of(name)
+        if value is None:
+            raise UnresolvedReference(
+                f"${{{name}}} has no value: set {name} in the environment spark-tui runs in"
+            )
+        if not quoted or "'" in value:
+            raise UnresolvedReference(
+                f"${{{name}}}: its value holds a single quote, which spark-tui does not pass "
+                "through the launch's quoting"
+                if quoted
+                else f"${{{name}}} is not inside a quoted word: spark-tui does not expand it there"
+            )
+        if secret_name(name):
+            remember(value, name)
+        out.append(value)
+        i = m.end()
+    return "".join(out)

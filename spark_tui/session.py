@@ -117,6 +117,7 @@ class Session:
         self._last_tok_s: float | None = None
         self._preview_cache: dict[tuple, list[str]] = {}
         self._adopted: dict[str, Recipe] = {}  # recipes adopted from what runs, this session
+        self._weights_at: dict[str, str | None] = {}  # model id -> plain directory (launch_cluster)
         self.closing = threading.Event()  # set by close(): an action's waits end early
         # the named services this composition root hands its parts to
         self.adoption = Adoption(self)
@@ -522,9 +523,10 @@ class Session:
 
         names = {n.name for n in self.config.nodes}
         seen = diagnosis.target_node if diagnosis.target_node in names else None
+        launches = any(a.type in ("relaunch", "restart-ray") for a in fix.actions)
         return plan_fix(
             fix,
-            self.config,
+            self.launch_cluster(self.recipe()) if launches else self.config,
             recipe=self.recipe(),
             seen=seen,
             wall=diagnosis.wall.id,
@@ -556,9 +558,32 @@ class Session:
             "relaunch",
             f"{verb} {recipe.id} (rev {recipe.revision})",
             [("relaunch", {"clean": recipe.drop_caches if clean is None else clean})],
-            self.config,
+            self.launch_cluster(recipe),
             recipe,
         )
+
+    def launch_cluster(self, recipe: Recipe | None) -> ClusterConfig:
+        """The cluster as a launch plan sees it: with where the head node holds the recipe's
+        weights when that is a plain directory, not the hub layout (read once per model)."""
+        from spark_tui.nodes.model_paths import plain_model_dir
+
+        head = self.config.head if self.config.nodes else None
+        if recipe is None or head is None or head.name not in self.transports:
+            return self.config
+        if policy.read_only():  # no launch runs: nothing is read for one
+            return self.config
+        key = recipe.model.path
+        if key not in self._weights_at:
+            try:
+                self._weights_at[key] = plain_model_dir(
+                    key, recipe.volumes, self.config.models_dir, self.transports[head.name], head
+                )
+            except SparkTuiError:  # unreachable: the launch finds out
+                self._weights_at[key] = None
+        found = self._weights_at[key]
+        if not found:
+            return self.config
+        return dataclasses.replace(self.config, weights_at={key: found})
 
     def plan_stop(self) -> FixPlan:
         """Stop the serving stack and Ray on every node (containers renamed aside: logs kept)."""
@@ -598,6 +623,12 @@ class Session:
         remedial = any(not a.kind.collects_evidence for a in plan.actions)  # not just evidence
         fixed = result.ok and result.verified is not False and remedial and bool(plan.wall)
         if fixed and self.monitor is not None:
+            if not plan.relaunches:
+                # the monitor's last readings of the nodes the fix changed are from before it:
+                # a round of each now, so no wall is judged again on a reading it made stale
+                for node in plan.nodes:
+                    if node in self.monitor.transports:
+                        self.monitor.sample_once(node)
             self.monitor.resolve_fixed(plan.wall, plan.fix.title, self._last_launch_at)
         if result.message != "not confirmed: nothing ran":
             for listener in list(self._applied):
@@ -643,6 +674,11 @@ class Session:
                 else ()
             ),
             fit_recipe=recipe,
+            serving=(
+                {n: st.serving for n, st in self.monitor.states().items()}
+                if self.monitor is not None
+                else None
+            ),
         )
         if self.monitor is not None:
             self.monitor.adopt(report.states)
@@ -694,7 +730,7 @@ class Session:
             report.error = "the recipe names no image (--set image=NAME)"
             return report
         policy.refuse_if_read_only(f"start a throw-away container of {recipe.image} on {node}")
-        command = flagcheck.help_command(recipe, recipe.image)
+        command = flagcheck.help_command(recipe, recipe.image, words)
         self.journal.append(event="started", action="check-flags", node=node, command=command)
         try:
             res = self.transports[node].run(command, timeout=600.0)

@@ -88,7 +88,7 @@ class Adoption:
             f"#   {shlex.join(engine.args)}",  # whole: the operator confirms what runs
             f"# status: untested; edit it as you would any recipe ({paths.doc('recipes.md')}).",
         ]
-        head += [f"#   not mapped: {u}".replace("\n", " ") for u in recipe.unmapped]
+        head += [f"#   {u.kind}: {u}".replace("\n", " ") for u in recipe.unmapped]
         return recipe, "\n".join(head) + "\n" + recipe_to_yaml(recipe)
 
     def save_adopted(self, recipe: Recipe, text: str) -> Path | None:

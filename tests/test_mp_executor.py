@@ -53,7 +53,7 @@ def vllm_recipes() -> list:
 
 
 def parse_serve(command: str) -> tuple[dict[str, str], dict[str, str], list[str]]:
-    """`docker run … -e K=V … IMAGE sh -c 'export …; vllm serve … > LOG 2>&1'` →
+    """`docker run … -e K=V … IMAGE sh -c 'export …; exec vllm serve … > LOG 2>&1'` →
     (container env, exported env, serve argv)."""
     words = shlex.split(command)
     assert words[:2] == ["docker", "run"]
@@ -72,7 +72,9 @@ def parse_serve(command: str) -> tuple[dict[str, str], dict[str, str], list[str]
             exported[k] = v
         script = script[end + 1 :]
     assert script[-3:] == [">", script[-2], "2>&1"]
-    return container_env, exported, script[:-3]
+    # the engine replaces the shell (PID 1 in the container, so `docker stop` signals it)
+    assert script[0] == "exec", script
+    return container_env, exported, script[1:-3]
 
 
 def flags_of(argv: list[str]) -> list[tuple[str, str | None]]:

@@ -282,3 +282,38 @@ def test_a_boot_id_change_nobody_asked_for(tmp_path) -> None:
     mon.expect_reboot("box")
     node.set_file("boot.txt", "1c0ffee0-7f33-47af-b507-554202799ff7\n10.00 20.00\n")
     assert mon.sample_once("box").facts()["boot.changed_unasked"] is False
+
+
+CRASH = (
+    "(EngineCore pid=27) ERROR 11-25 19:38:30 [core.py:1101] EngineCore failed to start.\n"
+    "(APIServer pid=1) RuntimeError: Engine core initialization failed. See root cause above.\n"
+)
+BANNER = (
+    "(APIServer pid=1) INFO 11-25 19:40:02 [api_server.py:1896] vLLM API server version 0.32.0\n"
+)
+
+
+@pytest.mark.parametrize("relaunch", [True, False])
+def test_a_relaunch_under_the_same_name_is_no_restart_loop(tmp_path, relaunch: bool) -> None:
+    """The serve log's tail, opened again: after a launch began it reads the new container's
+    log (same name), whose banner after the old crash is no restart; within the same launch
+    (docker restarted the container) the banner after the crash is the restart loop's shape."""
+    mon, events, _ = local_monitor(tmp_path, LEAKED_MEMINFO, period_s=0.05)
+    log = tmp_path / "serve.log"
+    log.write_text(CRASH)
+    mon.start()
+    try:
+        mon.tail("box", "serve", f"cat {log} 2>/dev/null")
+        wait_for(lambda: "failed to start" in str(events.of(LogLines)), "the crash read")
+        log.unlink()  # the container is gone: the tail reads nothing
+        if relaunch:
+            mon.new_attempt(["box"])
+        wait_for(lambda: mon._opened_in[("box", "serve")] == mon.attempt, "opened again")
+        log.write_text(BANNER)
+        wait_for(lambda: "API server version" in str(events.of(LogLines)), "the banner read")
+        time.sleep(0.3)
+        mon._drain()
+    finally:
+        mon.stop()
+    loops = [e for e in events.of(DiagnosisRaised) if e.diagnosis.wall.id == "restart-loop"]
+    assert (loops == []) if relaunch else loops, loops

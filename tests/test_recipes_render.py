@@ -61,6 +61,32 @@ def test_plan_order_and_what_each_step_waits_for() -> None:
             assert argv[-1] == "--block"
 
 
+@pytest.mark.parametrize("recipe_id", ["minimax-m2.7-mxfp4-vllm-tp2", "tiny-llama-cpu-vllm"])
+def test_the_engine_replaces_the_shell_so_docker_stop_signals_it(recipe_id: str) -> None:
+    """`sh -c '… exec ENGINE > LOG 2>&1'`: the engine is the process `docker stop` sends
+    SIGTERM to (without exec the shell, PID 1 in the container, ignores it and docker kills
+    both after 30 s). Run in the simulator, the stop does not wait out the grace period."""
+    from spark_tui.sim import build_sim_cluster
+
+    p = plan(recipe_id)
+    serve = next(s for s in p.steps if s.id == "serve")
+    script = shlex.split(serve.command)[-1]
+    engine = shlex.split(script.rsplit("; ", 1)[-1])
+    assert engine[0] == "exec" and engine[-3:] == [">", p.recipe.serve.log, "2>&1"], script
+    c = build_sim_cluster("healthy", speed=600.0)
+    try:
+        t = c.transports["spark1"]
+        t.run(f"docker rm -f {p.recipe.head_container}")
+        if p.recipe.executor == "ray":  # the head container first (its main process: Ray)
+            assert t.run(next(s for s in p.steps if s.id == "ray-head").command).exit_code == 0
+        assert t.run(serve.command).exit_code == 0
+        t0 = c.clock.now()
+        assert t.run(f"docker stop -t 30 {p.recipe.head_container}").exit_code == 0
+        assert c.clock.now() - t0 < 5
+    finally:
+        c.close()
+
+
 def test_docker_rm_and_restart_policies_are_never_rendered() -> None:
     for flag in ("docker.--rm=true", "docker.--restart=unless-stopped"):
         with pytest.raises(InputError, match="never renders it"):

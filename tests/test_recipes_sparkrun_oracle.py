@@ -114,6 +114,40 @@ def test_deepseek_v4_1_sglang_defaults_become_sparkrun_0_4_2s_flags(
     assert "speculative_algorithm" not in out.split("not mapped", 1)[-1]
 
 
+DEEPSEEK_V41 = (
+    "littlecedar-sparkrun-recipe-registry/recipes/ds4/deepseek-v4.1-flash-mxfp4-tp4-sglang.yaml",
+    "derived/deepseek-v4.1-flash-mxfp4-tp4-sglang-no-command.yaml",
+)
+
+
+@pytest.mark.parametrize("key", DEEPSEEK_V41)
+def test_the_deepseek_v4_1_sglang_recipe_keeps_every_flag(
+    key: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The recipe that lost 14 flags with the old key maps (littlecedar's registry, address in
+    SOURCES.md), with its command template and without: on every node, every flag sparkrun
+    0.4.2's dry run passes is in spark-tui's launch with the same value, none excused."""
+    code, plan = render(REGISTRIES / key, capsys)
+    assert code == 0
+    theirs = sparkrun_nodes(LAUNCHES["recipes"][key])
+    ours = our_nodes(plan)
+    assert len(ours) == len(theirs) == 4
+    distributed = {"--dist-init-addr", "--nnodes", "--node-rank"}
+    for rank, (mine, sparkrun) in enumerate(zip(ours, theirs, strict=True)):
+        lost = {f: v for f, v in sparkrun.flags.items() if f not in mine.flags}
+        assert not lost, f"rank {rank} loses {sorted(lost)}"
+        changed = {
+            f: (v, mine.flags[f])
+            for f, v in sparkrun.flags.items()
+            if f not in ("--dist-init-addr",) and mine.flags[f] != v
+        }
+        assert not changed, f"rank {rank}: {changed}"
+        assert mine.flags["--node-rank"] == (str(rank),)
+    # the 14 flags of its command template (the derived file: the 10 its defaults map to)
+    engine_flags = set(theirs[0].flags) - distributed
+    assert len(engine_flags) == (10 if key.startswith("derived/") else 14), sorted(engine_flags)
+
+
 def test_env_templates_and_sparkrun_always_set_env(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -132,3 +132,17 @@ def test_cli_confirmation_no_runs_nothing(
     )
     assert "read-only" in capsys.readouterr().err
     assert world.calls() == [] and journal().entries() == []
+
+
+def test_the_report_names_each_nodes_docker_engine_not_the_client() -> None:
+    """On the real tier a node's daemon is Docker 20.10 while its `docker` binary is 28.2:
+    the report's docker version is the daemon's (`docker version` Server), per node."""
+    from spark_tui.cli.report import _versions
+    from spark_tui.session import open_cluster
+
+    with open_cluster(None, sim_nodes=2) as session:
+        assert session.sim is not None
+        session.sim.nodes["spark2"].docker_version = "20.10.24+dfsg1"
+        versions = _versions(session)
+    assert versions["spark1"]["docker"] == "28.3.3"
+    assert versions["spark2"]["docker"] == "20.10.24+dfsg1"

@@ -104,3 +104,64 @@ def test_an_assignment_takes_its_substitution_whole(t) -> None:
     r = t.run(commands.SAMPLE["restarts"])
     assert r.exit_code == 0 and r.stderr == "", r.stderr
     assert r.stdout.split() == ["/c1", "0", "no", "/c2", "0", "no"]
+
+
+def test_a_ping_that_may_not_fragment_follows_both_ends_mtu() -> None:
+    """`ping -M do -s 8972 PEER` (fabric-mtu-9000's check): refused here when this node's
+    fabric MTU is smaller (iputils' "local error: message too long"), lost when the peer's
+    is; through only when both take 9000. A plain ping is not affected."""
+    c = build_sim_cluster("healthy", speed=1.0)
+    try:
+        t = c.transports["spark1"]
+        one, two = c.world.nodes["spark1"], c.world.nodes["spark2"]
+        big = f"ping -M do -s 8972 -c 1 -W 3 {two.fabric_ip}"
+        one.fabric_mtu, two.fabric_mtu = 9000, 9000
+        assert t.run(big).exit_code == 0
+        one.fabric_mtu = 1500
+        r = t.run(big)
+        assert r.exit_code == 1 and "message too long, mtu=1500" in r.stderr
+        one.fabric_mtu, two.fabric_mtu = 9000, 1500
+        r = t.run(big)
+        assert r.exit_code == 1 and "100% packet loss" in r.stdout
+        assert t.run(f"ping -c 1 {two.fabric_ip}").exit_code == 0
+    finally:
+        c.close()
+
+
+def test_exec_replaces_the_shell(t) -> None:
+    """`exec CMD`: nothing after it runs in that shell, which ends with CMD's status."""
+    assert t.run("sh -c 'exec echo a; echo b'; echo rc $?").stdout == "a\nrc 0\n"
+    assert t.run("sh -c 'exec false; true'; echo rc $?").stdout == "rc 1\n"
+    assert t.run("sh -c 'exec echo to-file > /tmp/x; echo b'; cat /tmp/x").stdout == "to-file\n"
+
+
+@pytest.mark.parametrize(
+    ("script", "waited", "code"),
+    [
+        # the shell is PID 1 and the engine its child: SIGTERM does nothing, docker waits out
+        # -t and kills both (measured on the real tier: 30.9 s, exit 137, no shutdown line)
+        ("vllm serve /m > /tmp/serve.log 2>&1", True, "137"),
+        # the engine replaced the shell: it gets the SIGTERM and stops at once (real: 1.8 s)
+        ("exec vllm serve /m > /tmp/serve.log 2>&1", False, "143"),
+    ],
+)
+def test_docker_stop_signals_the_main_process(script: str, waited: bool, code: str) -> None:
+    c = build_sim_cluster("healthy", speed=600.0)
+    try:
+        t = c.transports["spark1"]
+        assert t.run(f"docker run -d --name e img sh -c {shell.quote(script)}").exit_code == 0
+        assert "vllm serve" in t.run("ps -eo args").stdout
+        t0 = c.clock.now()
+        assert t.run("docker stop -t 30 e").exit_code == 0
+        took = c.clock.now() - t0
+        assert (took >= 30) if waited else (took < 5), took
+        assert t.run("docker inspect -f '{{.State.ExitCode}}' e").stdout == code + "\n"
+        assert "vllm serve" not in t.run("ps -eo args").stdout
+    finally:
+        c.close()
+
+
+def test_docker_version_names_the_daemon_and_the_client_apart(t) -> None:
+    """`docker --version` is the client binary; the node's Docker Engine is the server's."""
+    assert t.run("docker --version").stdout.startswith("Docker version ")
+    assert t.run("docker version --format '{{.Server.Version}}'").stdout == "28.3.3\n"

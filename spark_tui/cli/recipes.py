@@ -229,7 +229,7 @@ def _list(book, as_json: bool) -> int:
             "instead": r.instead,
             "sources": [{"title": s.title, "url": s.url} for s in r.sources],
             "format": r.origin,
-            "not_mapped": [str(u) for u in r.unmapped],
+            "not_mapped": [str(u) for u in r.unmapped if u.kind == "not mapped"],
             "revision": r.revision,
             "file": r.source,
         }
@@ -269,7 +269,7 @@ def _show(recipe, as_json: bool) -> int:
     out = [f"# {r.id}: {r.title}", f"# status: {r.status}"]
     if r.origin != "spark-tui":
         out.append(f"# read from {r.origin}'s recipe format: {r.source}")
-    out += [f"# not mapped: {u}" for u in r.unmapped]
+    out += [f"# {u.kind}: {u}" for u in r.unmapped]
     if r.blocked_by:
         out.append(f"# stopped by: {', '.join(r.blocked_by)}")
         out.append(
@@ -422,14 +422,19 @@ def _lint(paths_: list[str]) -> int:
                     errors.append(exc)
             else:
                 errors.append(InputError("no such file or directory", item))
+    from spark_tui.recipes.lint import recipe_checks
+
+    warnings = 0
     for r in recipes:
-        for u in r.unmapped:
+        for u in [*r.unmapped, *recipe_checks(r)]:
             where = f"{r.source}:{u.line}" if u.line else r.source
-            print(f"{where}: not mapped: {u.field}: {u.reason}")
+            print(f"{where}: {u.kind}: {u.field}: {u.reason}")
+            warnings += u.kind == "warning"
     for e in errors:
         print(str(e), file=sys.stderr)
     print(
-        f"{len(recipes)} recipe(s) load, {len(errors)} problem(s) in {', '.join(checked)}",
+        f"{len(recipes)} recipe(s) load, {len(errors)} problem(s), {warnings} warning(s) in "
+        f"{', '.join(checked)}",
         file=sys.stderr if errors else sys.stdout,
     )
     return 2 if errors else 0
@@ -475,10 +480,13 @@ def _import(sources: list[str], to_dir: str | None, force: bool) -> int:
             print(str(exc), file=sys.stderr)
             failed += 1
             continue
-        unmapped = len(recipe.unmapped)
+        unmapped = sum(u.kind == "not mapped" for u in recipe.unmapped)
+        warned = sum(u.kind == "warning" for u in recipe.unmapped)
         print(
             f"{path} -> {written} ({recipe.origin}; {recipe.engine}/{recipe.executor}, "
             f"{recipe.nodes} node{'s' if recipe.nodes != 1 else ''}; "
-            f"{unmapped} field{'s' if unmapped != 1 else ''} not mapped){note}"
+            f"{unmapped} field{'s' if unmapped != 1 else ''} not mapped"
+            + (f", {warned} warning{'s' if warned != 1 else ''} (recipes lint)" if warned else "")
+            + f"){note}"
         )
     return 2 if failed else 0

@@ -284,6 +284,14 @@ class MatchStream:
     def line_count(self, source: str) -> int:
         return self._state(source).line_no
 
+    def new_file(self, source: str) -> None:
+        """The source reads another file from here on (a new container's log under the same
+        name): what the old one armed, counted or left waiting (`after`, `then`, `times`, a
+        partial line) no longer applies. Line numbers go on."""
+        old = self._sources.get(source)
+        if old is not None:
+            self._sources[source] = _SourceState(line_no=old.line_no)
+
     # -- one pattern matched --------------------------------------------------------
     def _on_match(
         self,

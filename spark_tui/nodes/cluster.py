@@ -84,6 +84,9 @@ class ClusterConfig:
     extra: dict[str, object] = field(default_factory=dict)
     # where the model weights live on every node (a recipe mounts {cluster.models_dir})
     models_dir: str = DEFAULT_MODELS_DIR
+    # a model id -> the path in the container of the plain directory the nodes hold it in
+    # (found on the head before a launch: nodes/model_paths.plain_model_dir), not written
+    weights_at: dict[str, str] = field(default_factory=dict)
 
     @property
     def head(self) -> NodeConfig:

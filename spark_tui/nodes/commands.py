@@ -76,7 +76,8 @@ VERSIONS: dict[str, str] = {
     "os": '. /etc/os-release && echo "$PRETTY_NAME"',
     "kernel": "uname -r",
     "driver": "nvidia-smi --query-gpu=driver_version --format=csv,noheader",
-    "docker": "docker --version",
+    # the node's Docker Engine (its daemon), not the client binary `docker --version` names
+    "docker": "docker version --format '{{.Server.Version}}'",
 }
 
 # Once per engine process found running (ps): its executable, which container or systemd

@@ -12,6 +12,7 @@ only through spark_tui.shell (quoted).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -27,7 +28,7 @@ from spark_tui.nodes import commands
 from spark_tui.nodes.cluster import ClusterConfig, NodeConfig
 from spark_tui.nodes.rules import CLUSTER, RECIPE, RuleEngine, cluster_facts
 from spark_tui.nodes.sampler import fabric_address, sample
-from spark_tui.nodes.state import NodeState
+from spark_tui.nodes.state import NodeState, ServingState
 from spark_tui.nodes.transport import NodeUnreachable, Transport
 from spark_tui.yamlfile import parse_yaml
 
@@ -165,9 +166,14 @@ def run_doctor(
     model_paths: Iterable[str] = (),
     ports: Mapping[int, str] | None = None,
     fit_recipe: object | None = None,
+    serving: Mapping[str, ServingState] | None = None,
 ) -> DoctorReport:
     """Sample every node once and run every check; never changes a node.
-    With `fit_recipe` (a Recipe), a `fit` check per node: does the model fit its memory."""
+    With `fit_recipe` (a Recipe), a `fit` check per node: does the model fit its memory.
+    `serving`: each node's serving phase as a live monitor follows it from the engine's log.
+    One read cannot tell it: a node whose stack runs reads as starting (never as stopped),
+    so the walls of an idle node (a full page cache between runs) are not predicted beside
+    a running engine."""
     nodes = list(cluster.nodes)
     kb = list(kb)
     with ThreadPoolExecutor(max_workers=max(1, min(8, len(nodes)))) as pool:
@@ -178,6 +184,12 @@ def run_doctor(
                 strict=True,
             )
         )
+    for name, st in states.items():
+        live = (serving or {}).get(name, st.serving)
+        if st.reachable and st.stack_up and live.phase == "stopped":
+            live = ServingState(phase="starting")  # something of the stack runs: not idle
+        if live is not st.serving:
+            states[name] = dataclasses.replace(st, serving=live)
     report = DoctorReport(cluster, states)
     add = report.checks.append
     for n in nodes:
@@ -630,10 +642,9 @@ def _model_files(
         return Check(
             "model-files",
             None,
-            WARN,
-            text + "; a plain directory: the serve command loads the Hugging Face id from the "
-            "hub layout, so set the recipe's model.path to that directory's path in the "
-            "container (/root/.cache/huggingface/…) or download it with huggingface-cli",
+            PASS,
+            text + "; a plain directory, not the hub layout: the launch loads that directory "
+            "(its path in the container) and serves it under the model's id",
         )
     return Check("model-files", None, PASS, text)
 

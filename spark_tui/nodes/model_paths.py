@@ -5,8 +5,15 @@ the simulated nodes read it)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from spark_tui.nodes.cluster import DEFAULT_MODELS_DIR
+
+if TYPE_CHECKING:
+    from spark_tui.nodes.cluster import NodeConfig
+    from spark_tui.nodes.transport import Transport
+
+HF_CACHE = "/root/.cache/huggingface"  # the containers' Hugging Face cache (HF_HOME)
 
 
 def recipe_model_paths(
@@ -21,16 +28,25 @@ def recipe_model_paths(
     engine loads it from, then a plain directory ORG/NAME there (`--local-dir`, a copy).
     Both places are returned, the hub first. `$HOME/` becomes `~/`.
     """
+    return [host for _inside, host in model_places(model_path, volumes, models_dir)]
+
+
+def model_places(
+    model_path: str, volumes: Iterable[str], models_dir: str = DEFAULT_MODELS_DIR
+) -> list[tuple[str, str]]:
+    """(path in the container, path on the node) of each place recipe_model_paths names."""
+    volumes = list(volumes)
     if not model_path.startswith("/"):
         if model_path.count("/") != 1:
             return []
-        hub = "/root/.cache/huggingface/hub/models--" + model_path.replace("/", "--")
-        plain = "/root/.cache/huggingface/" + model_path
-        return [
-            p for inside in (hub, plain) for p in recipe_model_paths(inside, volumes, models_dir)
-        ]
+        hub = f"{HF_CACHE}/hub/models--" + model_path.replace("/", "--")
+        plain = f"{HF_CACHE}/{model_path}"
+        return [(inside, _host_path(inside, volumes, models_dir)) for inside in (hub, plain)]
+    return [(model_path, _host_path(model_path, volumes, models_dir))]
+
+
+def _host_path(inside: str, volumes: list[str], models_dir: str) -> str:
     volumes = [v.replace("{cluster.models_dir}", models_dir) for v in volumes]
-    inside = model_path
     best: tuple[int, str] | None = None
     for volume in volumes:
         parts = volume.split(":")
@@ -42,9 +58,31 @@ def recipe_model_paths(
         ):
             best = (len(container), host + inside[len(container) :])
     if best is None:
-        return [inside]
+        return inside
     host_path = best[1]
     for home in ("$HOME/", "${HOME}/"):
         if host_path.startswith(home):
             host_path = "~/" + host_path[len(home) :]
-    return [host_path]
+    return host_path
+
+
+def plain_model_dir(
+    model_path: str,
+    volumes: Iterable[str],
+    models_dir: str,
+    transport: Transport,
+    node: NodeConfig,
+) -> str | None:
+    """Where in the container a Hugging Face id's weights are when the node has them only as
+    a plain directory (`huggingface-cli download --local-dir`, a copy: ORG/NAME under the
+    cache), not in the hub layout the engine looks the id up in; else None (the hub copy is
+    there, or neither: the engine then finds, or downloads, the id itself)."""
+    from spark_tui.nodes.doctor import model_size
+
+    places = model_places(model_path, volumes, models_dir)
+    if model_path.startswith("/") or len(places) != 2:
+        return None
+    (_hub, hub_host), (plain, plain_host) = places
+    if model_size(transport, node, [hub_host])[0] is not None:
+        return None
+    return plain if model_size(transport, node, [plain_host])[0] is not None else None

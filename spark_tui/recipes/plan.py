@@ -112,6 +112,19 @@ class LaunchPlan:
     def phase(self, phase: str) -> list[LaunchStep]:
         return [s for s in self.steps if s.phase == phase]
 
+    def references(self) -> list[str]:
+        """The ${NAME} references its commands hold (a secret's value is filled in only
+        when the command runs on the node)."""
+        from spark_tui import redact
+
+        return redact.references("\n".join(s.command for s in self.steps))
+
+    def unresolved(self) -> list[str]:
+        """The references with no value in spark-tui's environment now."""
+        from spark_tui import redact
+
+        return [n for n in self.references() if redact.value_of(n) is None]
+
     def to_text(self) -> str:
         """The whole plan as shell text, in order, with a header whenever the node changes."""
         r = self.recipe

@@ -14,6 +14,7 @@ import re
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 
 from spark_tui import shell
 from spark_tui.errors import InputError
@@ -214,12 +215,15 @@ def mods_script(recipe: Recipe) -> str:
 
 
 def serve_script(recipe: Recipe, values: Mapping[str, object], node: str) -> str:
-    """`export K=V …; <serve command> > LOG 2>&1`: the text run by `sh -c` in the container
-    (mp: after the recipe's mods, which the container applies first)."""
+    """`export K=V …; exec <serve command> > LOG 2>&1`: the text run by `sh -c` in the
+    container (mp: after the recipe's mods, which the container applies first). `exec`: the
+    engine replaces the shell, so `docker stop` signals the engine itself (SIGTERM, a graceful
+    shutdown) instead of a shell that ignores it until docker kills both 30 s later."""
     env = env_words(recipe.serve.env, values, recipe, node)
     prefix = f"export {shell.env_prefix(env).strip()}; " if env else ""
     mods = mods_script(recipe) if recipe.executor == "mp" else ""
-    return f"{mods}{prefix}{shell.join(serve_argv(recipe, values, node))} > {shell.quote(recipe.serve.log)} 2>&1"
+    serve = shell.join(serve_argv(recipe, values, node))
+    return f"{mods}{prefix}exec {serve} > {shell.quote(recipe.serve.log)} 2>&1"
 
 
 def stop_leftovers_command(recipe: Recipe, stamp: str) -> str:
@@ -296,6 +300,9 @@ def render_plan(
     from spark_tui.recipes.overrides import apply_sets
 
     recipe = apply_sets(recipe.with_profile(profile), sets)
+    plain = cluster.weights_at.get(recipe.model.path)
+    if plain:  # the nodes hold the weights in a plain directory, not the hub layout
+        recipe = recipe.loading_from(plain)
     if recipe.image is None:
         raise InputError(
             f"recipe {recipe.id!r} names no container image"
@@ -306,6 +313,11 @@ def render_plan(
     nodes, warnings = _nodes_for(recipe, cluster)
     head = nodes[0]
     size = len(nodes)
+    if plain:
+        warnings.append(
+            f"the weights are in a plain directory ({plain} in the container), not the hub "
+            f"cache layout: the serve command loads that directory, served as {recipe.served_name}"
+        )
     if recipe.status == "broken":
         warnings.insert(
             0,
@@ -520,7 +532,7 @@ def render_plan(
             timeout_s=recipe.smoke.timeout_s + 30,
         )
     )
-    return LaunchPlan(
+    plan = LaunchPlan(
         recipe=recipe,
         cluster=cluster,
         steps=tuple(steps),
@@ -528,3 +540,12 @@ def render_plan(
         stamp=stamp,
         log_sources=logs,
     )
+    missing = plan.unresolved()
+    if missing:
+        refs = ", ".join("${" + n + "}" for n in missing)
+        note = (
+            f"{refs} has no value: set {', '.join(missing)} in the environment spark-tui runs "
+            "in, or the launch stops before it starts"
+        )
+        plan = replace(plan, warnings=(*plan.warnings, note))
+    return plan

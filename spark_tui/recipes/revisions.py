@@ -27,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from spark_tui import policy
+from spark_tui import policy, redact
 from spark_tui.errors import InputError
 from spark_tui.recipes.model import RaySpec, Recipe, patch_mapping, patch_serve
 from spark_tui.safefile import open_state, read_state_text, write_atomic
@@ -82,13 +82,13 @@ def recipe_to_data(r: Recipe) -> dict[str, Any]:
     if r.volumes:
         data["volumes"] = list(r.volumes)
     if r.docker_args or r.docker_env:
-        data["docker"] = {"args": dict(r.docker_args), "env": dict(r.docker_env)}
+        data["docker"] = {"args": dict(r.docker_args), "env": _env(r.docker_env)}
     if r.executor == "ray" or r.ray != RaySpec():  # an mp recipe's `ray` profile uses it
-        ray: dict[str, Any] = {"port": r.ray.port, "args": dict(r.ray.args), "env": dict(r.ray.env)}
+        ray: dict[str, Any] = {"port": r.ray.port, "args": dict(r.ray.args), "env": _env(r.ray.env)}
         if r.ray.head_env:
-            ray["head_env"] = dict(r.ray.head_env)
+            ray["head_env"] = _env(r.ray.head_env)
         if r.ray.worker_env:
-            ray["worker_env"] = dict(r.ray.worker_env)
+            ray["worker_env"] = _env(r.ray.worker_env)
         if r.ray.head_command:
             ray["head_command"] = list(r.ray.head_command)
         if r.ray.worker_command:
@@ -98,12 +98,12 @@ def recipe_to_data(r: Recipe) -> dict[str, Any]:
     serve: dict[str, Any] = {}
     if s.command:
         serve["command"] = list(s.command)
-    serve["args"] = dict(s.args)
-    serve["env"] = dict(s.env)
+    serve["args"] = _args(s.args)
+    serve["env"] = _env(s.env)
     if s.node_args:
-        serve["node_args"] = dict(s.node_args)
+        serve["node_args"] = _args(s.node_args)
     if s.worker_args:
-        serve["worker_args"] = dict(s.worker_args)
+        serve["worker_args"] = _args(s.worker_args)
     serve.update(
         {
             "log": s.log,
@@ -127,15 +127,15 @@ def recipe_to_data(r: Recipe) -> dict[str, Any]:
                 k: v
                 for k, v in (
                     ("description", p.description),
-                    ("set_args", dict(p.set_args)),
+                    ("set_args", _args(p.set_args)),
                     ("unset_args", list(p.unset_args)),
-                    ("set_env", dict(p.set_env)),
+                    ("set_env", _env(p.set_env)),
                     ("unset_env", list(p.unset_env)),
                     ("measured", _measured(p.measured) if p.measured else None),
                     ("stability", p.stability),
                     ("executor", p.executor),
-                    ("node_args", dict(p.node_args) if p.node_args is not None else None),
-                    ("worker_args", dict(p.worker_args) if p.worker_args is not None else None),
+                    ("node_args", _args(p.node_args) if p.node_args is not None else None),
+                    ("worker_args", _args(p.worker_args) if p.worker_args is not None else None),
                     ("nodes", p.nodes),
                 )
                 if v
@@ -147,6 +147,20 @@ def recipe_to_data(r: Recipe) -> dict[str, Any]:
     if r.mods:
         data["mods"] = list(r.mods)
     return data
+
+
+def _env(env: Mapping[str, str]) -> dict[str, Any]:
+    """An env mapping as written: a secret variable's value as ${NAME} (redact.expand fills
+    it in when the launch runs), never the value."""
+    return {k: redact.as_reference(k, v) if redact.secret_name(k) else v for k, v in env.items()}
+
+
+def _args(args: Mapping[str, Any]) -> dict[str, Any]:
+    """Arguments as written: a secret flag's value (`--api-key`) as ${API_KEY}."""
+    return {
+        k: redact.as_reference(redact.flag_name(k), v) if k in redact.SECRET_FLAGS else v
+        for k, v in args.items()
+    }
 
 
 def _measured(m: Any) -> dict[str, Any]:
@@ -163,7 +177,10 @@ def _measured(m: Any) -> dict[str, Any]:
 
 
 def recipe_to_yaml(r: Recipe) -> str:
-    return yaml.safe_dump(recipe_to_data(r), sort_keys=False, allow_unicode=True, width=100)
+    """The recipe as a revision holds it: its secrets as ${NAME}, whatever else the text
+    holds of a known secret's value too (a revision, a diff, the served record, an export)."""
+    text = yaml.safe_dump(recipe_to_data(r), sort_keys=False, allow_unicode=True, width=100)
+    return redact.known_values(text)
 
 
 def apply_patch(

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from spark_tui import redact
 from spark_tui.engine_command import ParsedCommand, command_words, parse_command
 from spark_tui.errors import InputError, InputErrors
 from spark_tui.recipes import sparkrun_keys
@@ -243,10 +244,13 @@ def parse_sparkrun(data: Any, file: str) -> Recipe:
                     "left as written",
                     line,
                 )
-        if "$" in text and kind == SPARKRUN:
+        # ${NAME} is filled in from spark-tui's environment when the launch runs, as sparkrun
+        # fills it from its own; any other `$` is not
+        if "$" in redact.REFERENCE.sub("", text) and kind == SPARKRUN:
             unmapped(
                 f"env.{name}",
-                f"{text!r} is expanded from sparkrun's own environment; spark-tui passes it as written",
+                f"{text!r} is expanded from sparkrun's own environment; spark-tui passes it "
+                "as written (only ${NAME} is filled in from spark-tui's environment)",
                 line,
             )
         env[name] = text

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from spark_tui import shell
+from spark_tui import redact, shell
 from spark_tui.clock import Clock, RealClock
 from spark_tui.errors import SparkTuiError
 from spark_tui.events import ActionProgress
@@ -154,12 +154,15 @@ class LaunchRunner:
         log: bool,
         input: bytes | None = None,
     ) -> CommandResult:
-        """Run one command; with `log`, between its journal records (written before it runs)."""
+        """Run one command; with `log`, between its journal records (written before it runs).
+        The journal keeps the command as previewed (secrets as ${NAME}); the node gets their
+        values, filled in now (redact.expand)."""
         transport = self._transport(step.node)
+        runs = redact.expand(command)
         if not log or self.journal is None:
-            return transport.run(command, timeout=timeout, input=input)
+            return transport.run(runs, timeout=timeout, input=input)
         with self.journal.command(self.run_id, self.context, step.node, step.id, command) as rec:
-            result = transport.run(command, timeout=timeout, input=input)
+            result = transport.run(runs, timeout=timeout, input=input)
             rec.finish(
                 None if result.timed_out else result.exit_code,
                 result.tail(),
@@ -197,6 +200,8 @@ class LaunchRunner:
                 out = StepResult(step, False, f"unknown step kind {step.kind!r}")
         except NodeUnreachable as exc:
             out = StepResult(step, False, f"unreachable: {exc.reason}")
+        except redact.UnresolvedReference as exc:
+            out = StepResult(step, False, str(exc))
         status = "ok" if out.ok else "failed"
         self.emit(ActionProgress(step.id, step.node, step.command, status, out.detail))
         return out
@@ -267,12 +272,15 @@ class LaunchRunner:
         """One chat request; its journal record carries the tok/s (what `status` shows)."""
         if self.journal is None:
             return self._smoke_result(
-                step, self._transport(step.node).run(step.command, timeout=step.timeout_s)
+                step,
+                self._transport(step.node).run(redact.expand(step.command), timeout=step.timeout_s),
             )
         with self.journal.command(
             self.run_id, self.context, step.node, step.id, step.command
         ) as rec:
-            res = self._transport(step.node).run(step.command, timeout=step.timeout_s)
+            res = self._transport(step.node).run(
+                redact.expand(step.command), timeout=step.timeout_s
+            )
             out = self._smoke_result(step, res)
             rec.finish(
                 None if res.timed_out else res.exit_code,

@@ -38,6 +38,10 @@ class SimContainer:
     ray: RayDaemon | None = None
     main_blocks: bool = True  # the main process keeps running (sleep, ray --block, a server)
     main_engine: object = None  # the engine when it is the main process: the container ends with it
+    # the main process (PID 1) is a shell running the program as its child (`sh -c '…'` without
+    # `exec`): PID 1 has no default action for SIGTERM, so `docker stop` waits out its timeout
+    # and then kills (SIGKILL) the shell and the program with it
+    main_is_shell: bool = False
     id: str = ""
 
     def __post_init__(self) -> None:

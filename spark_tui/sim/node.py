@@ -92,6 +92,7 @@ class SimNode:
     drm_active: bool = False  # the override file was present at the last boot
     reachable: bool = True  # scenario knob: a node off the network
     kernel: str = "6.17.0-1032-nvidia"  # `uname -r` (scenario knob)
+    docker_version: str = "28.3.3"  # its Docker Engine (the daemon); the client is DOCKER_CLIENT
     # real host directories visible read-only at the same path (a bind mount; tests use it)
     mounts: list[str] = field(default_factory=list)
     # model checkpoints on the node's disk: host directory -> bytes (`du -sbL` answers them)

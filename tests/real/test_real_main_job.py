@@ -17,8 +17,15 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.real.conftest import (
+    ALIAS_PREFIX,
+    BRIDGE,
+    CGROUP_PREFIX,
     ENGINE_TIMEOUT_S,
+    NET,
+    NS_PREFIX,
+    STATE,
     UP_TIMEOUT_S,
+    VETH_PREFIX,
     RealCluster,
     json_lines,
     spark_tui,
@@ -38,7 +45,7 @@ def test_harness_nodes_are_separate_machines(real_cluster: RealCluster) -> None:
     for i, node in enumerate(c.nodes, start=1):
         assert c.exec(node, "hostname").strip() == node
         addrs = c.exec(node, "ip -br addr")
-        assert f"10.10.10.{i}/24" in addrs and "enp1s0f1np1" in addrs
+        assert f"{NET}.{i}/24" in addrs and "enp1s0f1np1" in addrs
         # its own daemon: the image is there, no container is left from an earlier run
         assert "vllm-cpu" in c.exec(node, "docker images --format '{{.Repository}}'")
         gpu = c.exec(node, "nvidia-smi --query-gpu=index,name,memory.used --format=csv")
@@ -53,7 +60,7 @@ def test_harness_nodes_are_separate_machines(real_cluster: RealCluster) -> None:
     assert "sleep 4242" not in c.exec("spark2", "ps -eo args")
     c.exec("spark1", "pkill -f 'sleep 4242'", check=False)
     # the fabric: spark2 reaches spark1's sshd over the bridge, host key checked
-    assert c.exec("spark2", "ssh real-spark1 hostname").strip() == "spark1"
+    assert c.exec("spark2", f"ssh {ALIAS_PREFIX}spark1 hostname").strip() == "spark1"
     # up again is a no-op naming the same cluster.yaml
     assert c.sh("up", "--nodes", "2").strip().splitlines()[-1] == str(c.config)
 
@@ -201,23 +208,23 @@ def test_down_leaves_nothing(real_cluster: RealCluster) -> None:
     c = real_cluster
     c.sh("down", timeout=300)
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    assert "stnode-" not in netns
+    assert NS_PREFIX not in netns
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
-    assert "stbr0" not in links and " st-spark" not in links
+    assert BRIDGE not in links and f" {VETH_PREFIX}spark" not in links
     rules = subprocess.run(["iptables", "-S", "FORWARD"], capture_output=True, text=True).stdout
-    assert "stbr0" not in rules
+    assert BRIDGE not in rules
     procs = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    assert "spark-tui-real/nodes" not in procs  # no node's init, dockerd or sshd
+    assert f"{STATE}/nodes/" not in procs  # no node's init, dockerd or sshd
     with open("/proc/self/mountinfo") as f:
-        assert "spark-tui-real" not in f.read()
+        assert f"{STATE}/nodes/" not in f.read()
     cgroups = subprocess.run(
-        "ls -d /sys/fs/cgroup/*/spark-tui-real-* /sys/fs/cgroup/spark-tui-real-* 2>/dev/null",
+        f"ls -d /sys/fs/cgroup/*/{CGROUP_PREFIX}* /sys/fs/cgroup/{CGROUP_PREFIX}* 2>/dev/null",
         shell=True,
         capture_output=True,
         text=True,
     ).stdout
     assert cgroups == ""
     ssh_config = Path(os.path.expanduser("~/.ssh/config"))
-    assert not ssh_config.exists() or "real-spark1" not in ssh_config.read_text()
+    assert not ssh_config.exists() or f"{ALIAS_PREFIX}spark1" not in ssh_config.read_text()
     # the cluster is the session's: up again (warm, seconds) for the tests after this one
     c.sh("up", "--nodes", str(len(c.nodes)), timeout=UP_TIMEOUT_S)

@@ -42,6 +42,9 @@ def run_launch(planned: PlannedAction, ctx: RunContext) -> bool:
         stop=ctx.stop,
     )
     steps = planned.launch.steps
+    missing = planned.launch.unresolved()
+    if missing:  # before anything is stopped
+        return ctx.fail(None, missing_values_text(missing), planned.type)
     first = next((i for i, s in enumerate(steps) if s.phase != "preflight"), len(steps))
     launched = runner.run_steps(steps[:first])
     if launched.ok:
@@ -62,6 +65,15 @@ def run_launch(planned: PlannedAction, ctx: RunContext) -> bool:
         ctx.revisions.mark_launched(planned.launch.recipe)
         mark_served(ctx.revisions, planned.launch.recipe, launched.tok_s)  # rollback's target
     return True
+
+
+def missing_values_text(names: list[str]) -> str:
+    """Why a launch did not start: the ${NAME} references its commands hold with no value."""
+    refs = ", ".join("${" + n + "}" for n in names)
+    return (
+        f"the recipe refers to {refs}: set {', '.join(names)} in the environment spark-tui "
+        "runs in (nothing was stopped or started)"
+    )
 
 
 class RestartRay(ActionKind):

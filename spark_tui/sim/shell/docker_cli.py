@@ -180,18 +180,18 @@ def _lifecycle(sub: str, args: list[str], ctx: Ctx, stdin: str) -> Out:
     node = ctx.node
     now = ctx.world.clock.now()
     force = any(a in ("-f", "--force") for a in args)
-    hard_stop = False
+    wait_s = 10.0  # docker stop's default grace period
     refs: list[str] = []
     i = 0
     while i < len(args):
         a = args[i]
         if a in ("-t", "--time", "-s", "--signal"):
-            if a in ("-t", "--time") and i + 1 < len(args) and args[i + 1] == "0":
-                hard_stop = True
+            if a in ("-t", "--time") and i + 1 < len(args):
+                wait_s = _seconds(args[i + 1], wait_s)
             i += 2
             continue
-        if a.startswith("--time=") and a.endswith("=0"):
-            hard_stop = True
+        if a.startswith("--time="):
+            wait_s = _seconds(a.split("=", 1)[1], wait_s)
         if not a.startswith("-"):
             refs.append(a)
         i += 1
@@ -207,11 +207,13 @@ def _lifecycle(sub: str, args: list[str], ctx: Ctx, stdin: str) -> Out:
         if sub in ("stop", "kill"):
             if c.running or c.state == "restarting":  # a stop ends a restart loop too
                 c.stopped_by_user = True
-                c.stop(
-                    now,
-                    137 if sub == "kill" or hard_stop else 143,
-                    hard=sub == "kill" or hard_stop,
-                )
+                hard = sub == "kill" or wait_s <= 0
+                if not hard and c.running and c.main_is_shell:
+                    # SIGTERM to a shell as PID 1 does nothing: docker waits out the grace
+                    # period, then SIGKILLs it and the program it runs
+                    now = _wait(ctx, now + wait_s)
+                    hard = True
+                c.stop(now, 137 if hard else 143, hard=hard)
                 if c.auto_remove:
                     node.containers.pop(c.name, None)
         elif sub == "rm":
@@ -230,6 +232,22 @@ def _lifecycle(sub: str, args: list[str], ctx: Ctx, stdin: str) -> Out:
                 c.start(now)
         out += ref + "\n"
     return Out(rc, out, err)
+
+
+def _seconds(text: str, default: float) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return default
+
+
+def _wait(ctx: Ctx, until: float) -> float:
+    """The command waits until `until` (or its caller's deadline): the time it ends."""
+    clock = ctx.world.clock
+    if ctx.deadline is not None:
+        until = min(until, max(clock.now(), ctx.deadline))
+    clock.sleep(max(0.0, until - clock.now()))
+    return clock.now()
 
 
 def _rename(sub: str, args: list[str], ctx: Ctx, stdin: str) -> Out:
@@ -322,14 +340,33 @@ def _pull(sub: str, args: list[str], ctx: Ctx, stdin: str) -> Out:
     )
 
 
+DOCKER_CLIENT = "28.3.3"  # the docker CLI's own version (`docker --version`)
+
+
 def _info(sub: str, args: list[str], ctx: Ctx, stdin: str) -> Out:
-    """docker info / version."""
-    return Out(0, "Server Version: 28.3.3\n")
+    """docker info / docker version [--format TEMPLATE]: the daemon's version is the node's."""
+    server = ctx.node.docker_version
+    if sub == "info":
+        return Out(0, f"Server Version: {server}\n")
+    fmt = args[args.index("--format") + 1] if "--format" in args[:-1] else None
+    if fmt is not None:
+        data: dict[str, object] = {
+            "Client": {"Version": DOCKER_CLIENT},
+            "Server": {"Version": server},
+        }
+        return Out(0, _go_template(fmt, data) + "\n")
+    return Out(
+        0,
+        f"Client:\n Version:           {DOCKER_CLIENT}\n\n"
+        f"Server:\n Engine:\n  Version:          {server}\n",
+    )
 
 
 def _docker(argv: list[str], ctx: Ctx, stdin: str) -> Out:
     if len(argv) < 2:
         return Out(0, "Usage:  docker [OPTIONS] COMMAND\n")
+    if argv[1] in ("--version", "-v"):
+        return Out(0, f"Docker version {DOCKER_CLIENT}, build e6534b4\n")
     sub, args = argv[1], argv[2:]
     if sub == "container" and args:
         sub, args = args[0], args[1:]

@@ -194,6 +194,8 @@ def _rm(argv: list[str], ctx: Ctx, stdin: str) -> Out:
     files = ctx.container.files if ctx.container is not None else ctx.node.files
     rc, err = 0, ""
     for a in args:
+        if ctx.container is None and _rm_model_dirs(ctx, a):
+            continue
         if a not in files:
             if "-f" not in argv:
                 err += f"rm: cannot remove '{a}': No such file or directory\n"
@@ -205,6 +207,30 @@ def _rm(argv: list[str], ctx: Ctx, stdin: str) -> Out:
             continue
         del files[a]
     return Out(rc, "", err)
+
+
+def _rm_model_dirs(ctx: Ctx, path: str) -> bool:
+    """`rm -r` of a model checkpoint directory (or a directory above it) on the node: the
+    checkpoints under it are gone. Whether any was."""
+    home = ctx.env.get("HOME", "/home/milo").rstrip("/")
+    top = path.rstrip("/") or "/"
+    if not top.startswith("/"):  # an ssh command's path, relative to the login directory
+        top = f"{home}/{top}"
+
+    def under_home(key: str) -> str:  # the checkpoint's path with the node's $HOME
+        for prefix in ("~/", "/root/"):
+            if key.startswith(prefix):
+                return f"{home}/{key[len(prefix) :]}"
+        return key if key.startswith("/") else f"{home}/{key}"
+
+    gone = [
+        key
+        for key in ctx.node.models
+        if under_home(key) == top or under_home(key).startswith(top + "/")
+    ]
+    for key in gone:
+        del ctx.node.models[key]
+    return bool(gone)
 
 
 def _sync(argv: list[str], ctx: Ctx, stdin: str) -> Out:

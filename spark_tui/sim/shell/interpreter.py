@@ -286,9 +286,16 @@ def _run_command(cmd: sh.Command, ctx: Ctx, stdin: str, tee_target: str | None) 
     while words and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", words[0], re.DOTALL):
         k, v = words.pop(0).split("=", 1)
         assigns[k] = v
+    # `exec CMD`: CMD replaces the shell (sh ends with CMD's status; in a container's main
+    # shell CMD becomes the main process, the one `docker stop` signals)
+    replaces = bool(words) and words[0] == "exec"
+    if replaces:
+        words = words[1:]
+        if ctx.main and ctx.container is not None and words:
+            ctx.container.main_is_shell = False
     if not words:
         ctx.env.update(assigns)
-        return Out(0)
+        return Out(0)  # `exec` with redirections only (this shell's own streams): not modelled
     run_ctx = ctx.child() if assigns else ctx
     run_ctx.env.update(assigns)
     # where a long-running process writes
@@ -327,6 +334,8 @@ def _run_command(cmd: sh.Command, ctx: Ctx, stdin: str, tee_target: str | None) 
         wrc, werr = write_path(ctx, target, text, append=op == ">>")
         if wrc:
             return Out(wrc, "", werr)
+    if replaces:  # nothing after it runs in this shell
+        raise ShellExit(res.rc, Out(res.rc, out, err))
     return Out(res.rc, out, err)
 
 
@@ -349,10 +358,9 @@ def run_main_process(c: SimContainer) -> None:
     world = c.node.world
     argv = c.command or ["sleep", "infinity"]
     ctx = Ctx(world, c.node, c, dict(c.env), root=True, detached=False, main=True)
-    if argv[0] in ("sh", "bash") and len(argv) >= 3 and argv[1] == "-c":
-        r = run_script(argv[2], ctx)
-    else:
-        r = dispatch(list(argv), ctx)
+    # a shell as the main process (PID 1) until it `exec`s its program
+    c.main_is_shell = argv[0] in ("sh", "bash") and len(argv) >= 3 and argv[1] == "-c"
+    r = run_script(argv[2], ctx) if c.main_is_shell else dispatch(list(argv), ctx)
     now = world.clock.now()
     if r.out or r.err:
         c.log.add_many(now, (r.out + r.err).rstrip("\n").split("\n"))

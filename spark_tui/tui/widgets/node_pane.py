@@ -105,6 +105,8 @@ class NodePane(Vertical):
             return f"{head} · no reading yet"
         # what serves (and its tok/s) first: a narrow strip cuts the memory figures, never it
         parts = [head, serving_text(s.serving)]
+        # then what cannot be read there (no docker, no nvidia-smi): it explains the gaps
+        parts += _missing_tools(s)
         if s.ray is not None:
             parts.append("Ray head")
         elif s.ray_member:
@@ -117,15 +119,15 @@ class NodePane(Vertical):
     @staticmethod
     def _swap_gpu_line(state: NodeState) -> str:
         parts: list[str] = []
+        gpu = state.gpus[0] if state.gpus else None
+        if gpu is None:  # first: a narrow pane cuts the swap figure, never why the GPU is blank
+            parts.append(f"GPU: {state.unavailable.get('gpu', 'no reading')}")
         m = state.memory
         if m is not None and m.swap_total_bytes:
             parts.append(f"swap {(m.swap_total_bytes - m.swap_free_bytes) / GIB:.1f}G")
         elif m is not None:
             parts.append("swap off")
-        gpu = state.gpus[0] if state.gpus else None
-        if gpu is None:
-            parts.append(f"GPU: {state.unavailable.get('gpu', 'no reading')}")
-        else:
+        if gpu is not None:
             parts.append(f"SM {gpu.sm_pct or 0:.0f}% · bw {gpu.mem_bw_pct or 0:.0f}%")
             if gpu.temp_c is not None:
                 parts.append(f"{gpu.temp_c:.0f}°C")
@@ -147,3 +149,16 @@ class NodePane(Vertical):
         else:
             ray = f"Ray: {state.unavailable.get('ray', 'not running')}"
         return f"{containers}\n{ray}"
+
+
+def _missing_tools(state: NodeState) -> list[str]:
+    """What could not be read on a node, once each, short for a strip (`docker: not
+    available` is `no docker`)."""
+    out: list[str] = []
+    for key in ("gpu", "containers"):
+        why = state.unavailable.get(key)
+        if why and why.endswith(": not available"):
+            why = "no " + why.removesuffix(": not available")
+        if why and why not in out:
+            out.append(why)
+    return out

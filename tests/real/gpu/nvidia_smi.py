@@ -102,7 +102,12 @@ def dmon(args: list[str]) -> None:
         count = int(args[args.index("-c") + 1])
     n = 0
     while count is None or n < count:
+        t0 = time.monotonic()
         sm = utilisation(1.0)
+        # one line a second whatever runs: with no engine utilisation() returns at once, and
+        # without this wait dmon printed as fast as it could (15 % of a core, lines flooding
+        # the reader)
+        time.sleep(max(0.0, 1.0 - (time.monotonic() - t0)))
         power = round(IDLE_W + W_PER_PCT * sm)
         vals = [0, power, 40 + sm // 4, 40 + sm // 4, sm, 0, 0, 0, 0, 0]
         print("".join(f"{v:>{5 if i == 0 else 7}}" for i, v in enumerate(vals)), flush=True)
