@@ -106,6 +106,22 @@ def test_a_fifo_journal_never_hangs(command: tuple[str, ...]) -> None:
         assert f"{state.journal_path} is not a regular file: refused" in proc.stderr
 
 
+@pytest.mark.parametrize("planted", ["current", "rev-0001.yaml", "rev-0001.json"])
+def test_a_fifo_in_a_recipes_history_never_hangs(planted: str) -> None:
+    """A FIFO in place of a recipe's revision pointer, a revision or its notes: history and
+    show answer (the FIFO is not ours: skipped) instead of waiting for a writer."""
+    rid = "glm-4.7-flash-awq-vllm"
+    d = StateDir.real().revisions_dir / rid
+    d.mkdir(parents=True)
+    os.mkfifo(d / planted)
+    for command in (("recipes", "history", rid), ("recipes", "show", rid)):
+        proc = cli(*command, timeout=60)  # the guard: a blocking open would wait for ever
+        assert "Traceback" not in proc.stderr, proc.stderr
+        assert proc.returncode in (0, 1, 2), proc.stderr
+        if command[1] == "show":
+            assert rid in proc.stdout, proc.stdout + proc.stderr
+
+
 def test_a_fifo_journal_refuses_a_fix_at_once(tmp_path: Path) -> None:
     world = make_world(tmp_path / "w", CLUSTER)
     state = StateDir.real()
