@@ -92,9 +92,9 @@ def remember(value: object, name: str) -> None:
     with _lock:
         if _known.get(value) == name:
             return
+        _by_name[name] = value
         for form in written_forms(value):
             _known[form] = name
-        _by_name[name] = value
         values = sorted(_known, key=len, reverse=True)
         _known_rx = re.compile("|".join(re.escape(v) for v in values))
 

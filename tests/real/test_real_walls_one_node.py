@@ -160,9 +160,10 @@ def _metric(c: RealCluster, name: str) -> float:
     return total
 
 
-def _requests(c: RealCluster, n: int, tokens: int) -> None:
+def _requests(c: RealCluster, n: int, tokens: int, then: str = "") -> None:
     """n streamed completions on spark1, in the background on the node (ignore_eos: each
-    runs its full length)."""
+    runs its full length); `then`: a command the node runs once they are under way (in the
+    same shell: the tiny model answers in seconds, quicker than another round trip)."""
     body = json.dumps(
         {
             "model": "/models/tiny-llama",
@@ -172,12 +173,16 @@ def _requests(c: RealCluster, n: int, tokens: int) -> None:
             "stream": True,
         }
     )
-    for i in range(n):
-        c.exec(
-            "spark1",
-            f"setsid curl -sN -m 900 -H 'Content-Type: application/json' -d '{body}' "
-            f"http://127.0.0.1:8000/v1/completions > /tmp/req{i}.out 2>&1 < /dev/null &",
-        )
+    fire = "".join(
+        f"setsid curl -sN -m 900 -H 'Content-Type: application/json' -d '{body}' "
+        f"http://127.0.0.1:8000/v1/completions > /tmp/req{i}.out 2>&1 < /dev/null & "
+        for i in range(n)
+    )
+    wait = (
+        "for i in $(seq 100); do grep -q '^data: {' /tmp/req0.out 2>/dev/null && break; "
+        "sleep 0.1; done; "
+    )
+    c.exec("spark1", "rm -f /tmp/req*.out; " + fire + (wait + then if then else "true"))
 
 
 def _engine_pids(c: RealCluster, title: str) -> list[str]:
@@ -259,15 +264,11 @@ def test_a_wedged_worker_is_a_serving_stall_on_the_real_counters(
     watch = Watch(home)
     workers: list[str] = []
     try:
-        _requests(c, 4, 440)
-        c.wait_for(
-            "tokens generated",
-            lambda: _metric(c, "vllm:num_requests_running") >= 1,
-            timeout=60,
-        )
-        workers = _engine_pids(c, "VLLM::Worker")
+        # requests under way, then every Worker stopped (the node's own shell, at once)
+        _requests(c, 8, 440, then="pkill -STOP -f 'VLLM::Worke[r]'")
+        workers = _engine_pids(c, "VLLM::Worke[r]")
         assert workers, c.exec("spark1", "ps -eo pid,args")
-        c.exec("spark1", f"kill -STOP {' '.join(workers)}")
+        assert _metric(c, "vllm:num_requests_running") >= 1
         t0 = time.monotonic()
         tokens = _metric(c, "vllm:generation_tokens_total")
         stall = watch.wait("serving-stall", _diag("serving-stall"), timeout=300)
@@ -298,15 +299,7 @@ def test_a_worker_killed_mid_serving_is_named(real_cluster: RealCluster, home: P
     c = real_cluster
     watch = Watch(home)
     try:
-        _requests(c, 4, 440)
-        c.wait_for(
-            "requests running",
-            lambda: _metric(c, "vllm:num_requests_running") >= 1,
-            timeout=60,
-        )
-        workers = _engine_pids(c, "VLLM::Worker")
-        assert workers
-        c.exec("spark1", f"kill -KILL {workers[0]}")
+        _requests(c, 8, 440, then="pkill -KILL -f 'VLLM::Worke[r]'")
         t0 = time.monotonic()
         killed = watch.wait("engine-process-killed", _diag("engine-process-killed"), timeout=180)
         assert killed["node"] == "spark1", killed
