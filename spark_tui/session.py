@@ -523,9 +523,10 @@ class Session:
 
         names = {n.name for n in self.config.nodes}
         seen = diagnosis.target_node if diagnosis.target_node in names else None
+        launches = any(a.type in ("relaunch", "restart-ray") for a in fix.actions)
         return plan_fix(
             fix,
-            self.launch_cluster(self.recipe()),
+            self.launch_cluster(self.recipe()) if launches else self.config,
             recipe=self.recipe(),
             seen=seen,
             wall=diagnosis.wall.id,
@@ -568,6 +569,8 @@ class Session:
 
         head = self.config.head if self.config.nodes else None
         if recipe is None or head is None or head.name not in self.transports:
+            return self.config
+        if policy.read_only():  # no launch runs: nothing is read for one
             return self.config
         key = recipe.model.path
         if key not in self._weights_at:
