@@ -702,8 +702,7 @@ class Session:
         measured = None
         head = self.config.head
         if recipe.model.checkpoint_bytes is None and states.get(head.name, None) is not None:
-            from spark_tui.nodes.doctor import model_size
-            from spark_tui.nodes.model_paths import recipe_model_paths
+            from spark_tui.nodes.model_paths import model_size, recipe_model_paths
 
             paths = recipe_model_paths(recipe.model.path, recipe.volumes, self.config.models_dir)
             if states[head.name].reachable and paths:

@@ -341,3 +341,49 @@ def test_tok_s_and_a_missing_docker_or_nvidia_smi_are_never_cut(size) -> None:
     else:
         assert text.count("GPU: nvidia-smi: not available") == 2, text
         assert text.count("containers: docker: not available") == 2, text
+
+
+def test_the_journal_of_events_shows_the_lines_watch_json_prints() -> None:
+    """`J`: the TUI's journal of events, in the event language of `watch --json` (the same
+    lines for the same events: the one journal and serializer), each valid by the schema."""
+    import io
+    import json
+
+    from textual.widgets import Log
+
+    from spark_tui.cli.watch import EventPrinter
+    from spark_tui.tui.screens.events_screen import EventsScreen
+    from tests.test_json_schema import errors_of
+
+    seen: list[object] = []
+
+    async def scenario() -> list[str]:
+        app = SnapshotApp()
+        emit = app.pump.emit
+
+        def recording(event: object) -> None:
+            seen.append(event)
+            emit(event)
+
+        app.pump.emit = recording  # type: ignore[method-assign]  # what the monitor reports
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause(0.3)
+            await pilot.press("J")
+            await pilot.pause(0.2)
+            assert isinstance(app.screen, EventsScreen)
+            return list(app.screen.query_one(Log).lines)
+
+    shown = asyncio.run(scenario())
+    out = io.StringIO()
+    printer = EventPrinter(True, out)
+    printer._phase = {}
+    for event in seen:
+        printer(event)
+    assert shown == out.getvalue().splitlines()
+    lines = [json.loads(s) for s in shown]
+    said = {(x["event"], x.get("wall") or x.get("node")) for x in lines}
+    assert ("diagnosis", "vllm-free-memory-low") in said, said
+    assert ("resolved", "page-cache-hog") in said, said  # spark2's page cache dropped
+    assert ("unreachable", "spark3") in said, said
+    for x in lines:
+        assert errors_of("event", x) == [], x

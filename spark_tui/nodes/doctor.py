@@ -13,7 +13,6 @@ only through spark_tui.shell (quoted).
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -26,6 +25,7 @@ from spark_tui.kb.loader import parse_wall
 from spark_tui.kb.schema import Wall
 from spark_tui.nodes import commands
 from spark_tui.nodes.cluster import ClusterConfig, NodeConfig
+from spark_tui.nodes.model_paths import model_size
 from spark_tui.nodes.rules import CLUSTER, RECIPE, RuleEngine, cluster_facts
 from spark_tui.nodes.sampler import fabric_address, sample
 from spark_tui.nodes.state import NodeState, ServingState
@@ -591,25 +591,6 @@ def _missing_because(r: object) -> str:
     if "Cannot connect to the Docker daemon" in said or "permission denied" in said.lower():
         return "docker's daemon cannot be reached by this user (is it running; is the user in the docker group?)"
     return ""
-
-
-def model_size(
-    transport: Transport, node: NodeConfig, paths: Iterable[str]
-) -> tuple[int | None, str]:
-    """The bytes under the first of `paths` (a model's places, recipe_model_paths) that is
-    on the node, and that path; (None, "") when none is."""
-    for path in paths:
-        # ssh sessions start in $HOME, so '~/x' is 'x' there; locally expand it here
-        p = (
-            os.path.expanduser(path)
-            if node.is_local
-            else (path[2:] if path.startswith("~/") else path)
-        )
-        r = _run(transport, shell.fill(commands.MODEL_SIZE, {"path": p}), timeout=120)
-        first = r.stdout.split()[0] if r is not None and r.ok and r.stdout.split() else ""
-        if first.isdigit():
-            return int(first), path
-    return None, ""
 
 
 def _model_files(

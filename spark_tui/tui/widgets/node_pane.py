@@ -58,9 +58,18 @@ class NodePane(Vertical):
         self._show(".reach", reachability_text(r))
         self._show(".strip", self._strip_line())
 
+    def on_mount(self) -> None:
+        # what came before the pane's parts were there
+        if self.reachability is not None:
+            self.set_reachability(self.reachability)
+        if self.state is not None:
+            self.set_state(self.state)
+
     def set_state(self, state: NodeState) -> None:
         """Show one sampling round (a round from an unreachable node only marks it)."""
         self.state = state
+        if not self.query(MemoryBar):
+            return  # not composed yet: on_mount shows it
         if not state.reachable:
             self.add_class("-unreachable")
             self.query_one(".sm", PercentHistory).add(None)
@@ -86,7 +95,7 @@ class NodePane(Vertical):
         """Update a line only when its text changed; a same-length change needs no layout
         (a new reading every round must not re-lay out the whole screen)."""
         old = self._shown.get(selector)
-        if old == text:
+        if old == text or not self.query(selector):  # not composed yet: on_mount shows it
             return
         self._shown[selector] = text
         same_shape = (
