@@ -292,14 +292,19 @@ def test_a_wedged_worker_is_a_serving_stall_on_the_real_counters(
     )
 
 
-def test_a_worker_killed_mid_serving_is_named(real_cluster: RealCluster, home: Path) -> None:
-    """SIGKILL of the Worker while requests run: the executor's monitor says it died, the
-    engine shuts down; watch names engine-process-killed from the real log. (Its fix is a
-    relaunch: one more engine start on the shared cores, left to `up` and the tests above.)"""
+def test_an_engine_process_killed_mid_serving_is_named(
+    real_cluster: RealCluster, home: Path
+) -> None:
+    """SIGKILL of the EngineCore while requests run: the API server's monitor says the engine
+    core exited, the server shuts down; watch names engine-process-killed from the real log.
+    (The Worker killed instead reads "Worker proc VllmWorker-0 died unexpectedly (exit code:
+    None)" on 0.32: the status read before it was collected, as a worker that died with no
+    error reads too, so the log alone cannot name a kill there. The fix is a relaunch: one
+    more engine start on the shared cores, left to `up` and the test above.)"""
     c = real_cluster
     watch = Watch(home)
     try:
-        _requests(c, 8, 440, then="pkill -KILL -f 'VLLM::Worke[r]'")
+        _requests(c, 8, 440, then="pkill -KILL -f 'VLLM::EngineCor[e]'")
         t0 = time.monotonic()
         killed = watch.wait("engine-process-killed", _diag("engine-process-killed"), timeout=180)
         assert killed["node"] == "spark1", killed
