@@ -142,7 +142,13 @@ class Cluster:
         if cg.is_dir():
             for usage in cg.glob("*/cpuacct.usage"):
                 engine += int(usage.read_text()) / 1e9
+        # the simulated GPU's `nvidia-smi dmon` (the harness's shim, a Python process that
+        # lives as long as our stream): apart, since a Spark's real nvidia-smi costs far less
+        dmon = sum(
+            proc_cpu(p) for p in descendants(table, sshd) if "nvidia_smi.py dmon" in table[p][1]
+        )
         return {
+            "dmon_shim_live": dmon,
             "sshd": tree_cpu(table, sshd),
             "docker": tree_cpu(table, dockerd),
             "engine": engine,
@@ -333,6 +339,7 @@ def phase(cluster: Cluster, kind: str, args: argparse.Namespace, tag: str) -> di
         screen = fe.screen()
         res["tui_saw_nodes"] = all(n in screen for n in cluster.nodes)
     fe_total = fe.cpu()
+    dmon = {n: c["dmon_shim_live"] for n, c in cluster.cpu_all().items()}
     fe.stop()
     time.sleep(2)  # the sessions' sshd processes end and are reaped into the listener's times
     life1, t_life1 = cluster.cpu_all(), time.monotonic()
@@ -346,11 +353,16 @@ def phase(cluster: Cluster, kind: str, args: argparse.Namespace, tag: str) -> di
         lifetime_cpu=delta(life0, life1),
         frontend_cpu_lifetime=round(fe_total, 3),
         sessions={n: cluster.sessions(n) - sessions0[n] for n in cluster.nodes},
+        dmon_shim_cpu=dmon,
     )
+    for n in cluster.nodes:  # what the sessions cost without the GPU shim's dmon
+        res["lifetime_cpu"][n]["sshd_without_dmon"] = round(
+            res["lifetime_cpu"][n]["sshd"] - dmon[n], 3
+        )
     log(
         f"{tag} {kind:5s} {res['tok_s']:7.1f} tok/s  load {la0:.1f}->{la1:.1f}  "
         f"sshd {[res['lifetime_cpu'][n]['sshd'] for n in cluster.nodes]} s over "
-        f"{res['lifetime_s']:.0f} s, sessions {res['sessions']}, ours {fe_total:.2f} s"
+        f"{res['lifetime_s']:.0f} s (dmon {list(dmon.values())}), sessions {res['sessions']}, ours {fe_total:.2f} s"
     )
     return res
 
@@ -404,7 +416,7 @@ def summarize_load(phases: list[dict], nodes: list[str]) -> dict:
                     / sum(p["lifetime_s"] for p in ps),
                     3,
                 )
-                for k in ("sshd", "docker", "engine", "node")
+                for k in ("sshd", "sshd_without_dmon", "docker", "engine", "node")
             }
             per_min[n]["sessions_per_min"] = round(
                 60 * sum(p["sessions"][n] for p in ps) / sum(p["lifetime_s"] for p in ps), 1
@@ -439,13 +451,20 @@ def wait_health(cluster: Cluster, interval: float = 2.0) -> float:
 
 def up_by_spark_tui(cluster: Cluster) -> dict:
     la0, t0 = loadavg(), time.monotonic()
-    res = subprocess.run(
+    proc = subprocess.Popen(
         [*SPARK_TUI, "up", "--config", str(cluster.config), "--recipe", cluster.recipe,
          "--yes", "--json"],
-        capture_output=True, text=True, timeout=HEALTH_TIMEOUT_S + 600, env=ENV, cwd=ROOT,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, cwd=ROOT,
     )  # fmt: skip
+    events, stdout = [], []
+    assert proc.stdout is not None
+    for raw in proc.stdout:  # each event with the second it arrived (where the time went)
+        stdout.append(raw)
+        if raw.startswith("{"):
+            events.append({"at_s": round(time.monotonic() - t0, 1), **json.loads(raw)})
+    stderr = proc.stderr.read() if proc.stderr else ""
+    rc = proc.wait(HEALTH_TIMEOUT_S + 600)
     wall = time.monotonic() - t0
-    events = [json.loads(x) for x in res.stdout.splitlines() if x.startswith("{")]
     done = events[-1] if events else {}
     out = {
         "how": "spark-tui up",
@@ -454,11 +473,14 @@ def up_by_spark_tui(cluster: Cluster) -> dict:
         "tok_s": done.get("tok_s"),
         "launches": done.get("launches"),
         "load_avg": [la0, loadavg()],
-        "rc": res.returncode,
+        "rc": rc,
+        "events_at_s": [
+            (e["at_s"], e.get("event"), e.get("step") or e.get("wall")) for e in events
+        ],
     }
     log(f"spark-tui up: {out}")
     if not out["serving"]:
-        raise SystemExit(f"spark-tui up did not serve: {res.stdout[-3000:]}{res.stderr[-3000:]}")
+        raise SystemExit(f"spark-tui up did not serve: {''.join(stdout)[-3000:]}{stderr[-3000:]}")
     return out
 
 

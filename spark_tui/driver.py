@@ -263,7 +263,13 @@ class Driver:
 
     # ---- what happens next ---------------------------------------------------------
     def offer(self, severities: tuple[str, ...] = ("error", "warning")) -> Move | None:
-        """The fix to offer first now (the one key's offer, the status line's hint)."""
+        """The fix to offer first now (the one key's offer, the status line's hint): before
+        the first launch, the fix `next_move` takes before it (a wall the doctor found or
+        predicts, fixed without a relaunch); else the first wall by `rank` with a fix."""
+        if self.launches == 0 and not self.relaunch_due:
+            pre = self._before_launch(severities)
+            if pre is not None:
+                return pre
         for d in sorted(self._active(severities), key=rank):
             fix = self.fix_for(d)
             if fix is not None:
@@ -327,17 +333,17 @@ class Driver:
                 return Move("fix", f"{d.wall.id} stopped the launch", d, fix, _relaunches(fix))
         return None
 
-    def _before_launch(self) -> Move | None:
+    def _before_launch(self, severities: tuple[str, ...] = ("error", "warning")) -> Move | None:
         """A wall the doctor found or predicts, fixed before the launch: every active error
         or warning with a fix that changes something and neither relaunches nor replaces
         the recipe (the launch comes next anyway); a log wall's destructive fix is never
         taken for an old line."""
-        active = self._active(("error", "warning"))
+        active = self._active(severities)
         seen = {(d.wall.id, d.node) for d in active}
         predicted = [  # what the doctor's readings predict, its durations not waited for
             d
             for d in (self.report.predicted if self.report is not None else [])
-            if (d.wall.id, d.node) not in seen and d.severity in ("error", "warning")
+            if (d.wall.id, d.node) not in seen and d.severity in severities
         ]
         for d in sorted(active + predicted, key=rank):
             if d.wall.id in self.tried:

@@ -21,8 +21,10 @@ environment, else the value the user's own recipe holds for that name.
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
+import shlex
 import threading
 from collections.abc import Iterable, Mapping
 from typing import Any, TextIO
@@ -70,16 +72,29 @@ def flag_name(flag: str) -> str:
     return flag.lstrip("-").replace("-", "_").upper()
 
 
+def written_forms(value: str) -> set[str]:
+    """The ways a value appears in what we write: as is, quoted for a shell, quoted again
+    inside a quoted `sh -c '…'` script (a rendered docker run), escaped in a JSON string.
+    A value with a space or a quote in it shows in none of them as it is."""
+    once = shlex.quote(value)
+    nested = once.replace("'", "'\"'\"'")
+    forms = {value, once, nested}
+    forms |= {json.dumps(f)[1:-1] for f in forms}
+    return {f for f in forms if len(f) >= MIN_VALUE}
+
+
 def remember(value: object, name: str) -> None:
-    """Treat `value` as a secret, shown as ${name} wherever it appears."""
+    """Treat `value` as a secret, shown as ${name} wherever it appears (in any of its
+    written forms)."""
     global _known_rx
     if not isinstance(value, str) or len(value) < MIN_VALUE or value.startswith("${"):
         return
     with _lock:
         if _known.get(value) == name:
             return
-        _known[value] = name
         _by_name[name] = value
+        for form in written_forms(value):
+            _known[form] = name
         values = sorted(_known, key=len, reverse=True)
         _known_rx = re.compile("|".join(re.escape(v) for v in values))
 

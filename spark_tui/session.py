@@ -523,9 +523,10 @@ class Session:
 
         names = {n.name for n in self.config.nodes}
         seen = diagnosis.target_node if diagnosis.target_node in names else None
+        launches = any(a.type in ("relaunch", "restart-ray") for a in fix.actions)
         return plan_fix(
             fix,
-            self.launch_cluster(self.recipe()),
+            self.launch_cluster(self.recipe()) if launches else self.config,
             recipe=self.recipe(),
             seen=seen,
             wall=diagnosis.wall.id,
@@ -568,6 +569,8 @@ class Session:
 
         head = self.config.head if self.config.nodes else None
         if recipe is None or head is None or head.name not in self.transports:
+            return self.config
+        if policy.read_only():  # no launch runs: nothing is read for one
             return self.config
         key = recipe.model.path
         if key not in self._weights_at:
@@ -620,6 +623,12 @@ class Session:
         remedial = any(not a.kind.collects_evidence for a in plan.actions)  # not just evidence
         fixed = result.ok and result.verified is not False and remedial and bool(plan.wall)
         if fixed and self.monitor is not None:
+            if not plan.relaunches:
+                # the monitor's last readings of the nodes the fix changed are from before it:
+                # a round of each now, so no wall is judged again on a reading it made stale
+                for node in plan.nodes:
+                    if node in self.monitor.transports:
+                        self.monitor.sample_once(node)
             self.monitor.resolve_fixed(plan.wall, plan.fix.title, self._last_launch_at)
         if result.message != "not confirmed: nothing ran":
             for listener in list(self._applied):
@@ -665,6 +674,11 @@ class Session:
                 else ()
             ),
             fit_recipe=recipe,
+            serving=(
+                {n: st.serving for n, st in self.monitor.states().items()}
+                if self.monitor is not None
+                else None
+            ),
         )
         if self.monitor is not None:
             self.monitor.adopt(report.states)
@@ -688,8 +702,7 @@ class Session:
         measured = None
         head = self.config.head
         if recipe.model.checkpoint_bytes is None and states.get(head.name, None) is not None:
-            from spark_tui.nodes.doctor import model_size
-            from spark_tui.nodes.model_paths import recipe_model_paths
+            from spark_tui.nodes.model_paths import model_size, recipe_model_paths
 
             paths = recipe_model_paths(recipe.model.path, recipe.volumes, self.config.models_dir)
             if states[head.name].reachable and paths:

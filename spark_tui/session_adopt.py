@@ -100,10 +100,12 @@ class Adoption:
             from spark_tui import paths
 
             path = paths.user_recipes_dir() / f"{recipe.id}.yaml"
-            if path.exists():
+            if path.exists() or path.is_symlink():  # a dangling symlink is never written through
                 raise InputError(f"{path} exists: remove or rename it first", str(path))
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
+            from spark_tui.safefile import write_atomic
+
+            write_atomic(path, text, 0o644, own=False)
         self.session._adopted[recipe.id] = recipe
         self.session.journal.append(
             event="recipe-adopted", recipe=recipe.id, file=str(path) if path else None

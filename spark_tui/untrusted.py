@@ -11,8 +11,9 @@ report, the journal) ever hands a terminal an escape sequence a node chose:
     a lone ESC goes too;
   * their 8-bit forms (U+0080–U+009F: CSI as U+009B, OSC as U+009D, …) and every other
     C0 control but TAB (and LF where `keep_newlines`), and DEL;
-  * bidirectional overrides and isolates (U+202A–U+202E, U+2066–U+2069), which make a
-    line read differently from what it holds.
+  * bidirectional overrides, isolates and marks (U+202A–U+202E, U+2066–U+2069, U+200E,
+    U+200F, U+061C: the "Trojan Source" set), which make a line read differently from
+    what it holds.
 
 `clean_line` also caps a line's length, saying how much was cut.
 """
@@ -30,7 +31,7 @@ _SEQ = (
     r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c\n]*(?:\x07|\x1b\\|\x9c)?"
     r"|\x1b[ -/]*[0-~]?"
 )
-_CONTROLS = r"\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069"
+_CONTROLS = r"\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c"
 _BAD = re.compile(f"{_SEQ}|[{_CONTROLS}]")
 _BAD_LINE = re.compile(f"{_SEQ}|[\\n{_CONTROLS}]")
 _ANY = re.compile(f"[\\x1b\\n{_CONTROLS}]")

@@ -94,6 +94,22 @@ def _mac(secret: bytes, key: str, body: bytes) -> bytes:
     return hmac.new(secret, key.encode() + b"\n" + body, hashlib.sha256).digest()
 
 
+def seal(name: str, body: bytes) -> bytes | None:
+    """`body` with the cache's HMAC before it, for another cache file of ours (the matcher's
+    compiled database); None when there is no key (then nothing is kept on disk)."""
+    secret = _hmac_key()
+    return None if secret is None else _MAGIC + _mac(secret, name, body) + body
+
+
+def unseal(name: str, data: bytes) -> bytes | None:
+    """The body `seal(name, …)` wrote, or None: not ours (a planted file is never used)."""
+    secret = _hmac_key()
+    if secret is None or not data.startswith(_MAGIC) or len(data) < len(_MAGIC) + 32:
+        return None
+    mac, body = data[len(_MAGIC) : len(_MAGIC) + 32], data[len(_MAGIC) + 32 :]
+    return body if hmac.compare_digest(mac, _mac(secret, name, body)) else None
+
+
 def get(key: str) -> Any | None:
     """The encoded parse kept under this key, or None."""
     hit = _MEMORY.get(key)

@@ -12,6 +12,28 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = Path(__file__).resolve().parent
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+# the xdist group of the real tier (tests/real/conftest.py puts its tests in it, first)
+REAL_GROUP = "real"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """Under `--dist loadgroup` (pyproject's addopts): the real tier, the longest chain of
+    tests, is collected first, so it is the first unit handed out, and the worker that runs it
+    takes nothing else until it ends (a test queued behind an engine's minutes would finish
+    last); every other test goes to whichever worker is free, one or two at a time."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class RealTierAlone(LoadGroupScheduling):
+        def _reschedule(self, node: object) -> None:
+            real = self.assigned_work.get(node, {}).get(REAL_GROUP)
+            if real and not all(real.values()):
+                return
+            super()._reschedule(node)
+
+    return RealTierAlone(config, log)
 
 
 @pytest.fixture(autouse=True)

@@ -143,6 +143,10 @@ echo "1 packets transmitted, 0 received, 100% packet loss"; exit 1
 }
 
 
+class _PortTaken(RuntimeError):
+    """sshd could not bind its port: another process holds it."""
+
+
 def _free_port(address: str) -> int:
     with socket.socket() as s:
         s.bind((address, 0))
@@ -243,10 +247,35 @@ SetEnv PATH={path} HOME={home}
         p = self.dir / "sshd.log"
         return p.read_text(errors="replace") if p.exists() else ""
 
-    def start(self) -> None:
+    def start(self, *, new_port_if_taken: bool = False) -> None:
+        """Start sshd and wait until it listens. `new_port_if_taken`: before any client knows
+        the port, a port another process took meanwhile (tests run in parallel) is replaced by
+        a free one."""
+        for _ in range(5):
+            try:
+                self._start()
+                return
+            except _PortTaken:
+                if not new_port_if_taken:
+                    raise
+                self.port = _free_port(self.address)
+                config = self.dir / "sshd_config"
+                lines = config.read_text().splitlines(keepends=True)
+                config.write_text(
+                    "".join(f"Port {self.port}\n" if ln.startswith("Port ") else ln for ln in lines)
+                )
+        raise RuntimeError(f"sshd for {self.name}: no free port on {self.address}")
+
+    def _start(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             return
-        with (self.dir / "sshd.log").open("ab") as log:
+        log_path = self.dir / "sshd.log"
+        log_start = log_path.stat().st_size if log_path.exists() else 0
+
+        def said() -> str:  # what this sshd wrote to its log
+            return log_path.read_bytes()[log_start:].decode(errors="replace")
+
+        with log_path.open("ab") as log:
             self.proc = subprocess.Popen(
                 [SSHD, "-D", "-e", "-f", str(self.dir / "sshd_config")],
                 stdout=log,
@@ -257,11 +286,12 @@ SetEnv PATH={path} HOME={home}
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"sshd for {self.name} exited:\n{self.sshd_log()[-2000:]}")
-            with (
-                contextlib.suppress(OSError),
-                socket.create_connection((self.address, self.port), timeout=0.5),
-            ):
+                self.proc = None
+                if "Address already in use" in said():
+                    raise _PortTaken(said())
+                raise RuntimeError(f"sshd for {self.name} exited:\n{said()[-2000:]}")
+            # its own words, not a connection: under parallel tests another sshd may answer
+            if f"Server listening on {self.address} port {self.port}." in said():
                 return
             time.sleep(0.05)
         raise RuntimeError(f"sshd for {self.name} did not listen on {self.address}:{self.port}")
@@ -431,7 +461,7 @@ def start_sshd_cluster(
             .read_text()
             .replace("10.10.10.1/24", f"10.10.10.{i + 1}/24"),
         )
-        node.start()
+        node.start(new_port_if_taken=True)
         cluster.nodes[name] = node
         config_lines += [
             f"Host {name}",

@@ -5,6 +5,7 @@ every candidate engine gives the same scores (bench/corpus.py prints the table).
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import io
 import sys
@@ -33,12 +34,19 @@ def engines() -> list[str]:
     return installed_engines()
 
 
-REPORTS = {name: corpus.score(name) for name in engines()}
+# scored when a test first asks (not at collection, which every xdist worker repeats); the
+# file is one xdist group, so one worker scores each engine once
+pytestmark = pytest.mark.xdist_group("corpus")
+
+
+@functools.cache
+def report(engine: str):
+    return corpus.score(engine)
 
 
 @pytest.mark.parametrize("engine", engines())
 def test_every_wall_found_in_every_form(engine: str) -> None:
-    r = REPORTS[engine]
+    r = report(engine)
     weak = {
         w: (round(s.recall, 3), s.misses[:3])
         for w, s in r.walls.items()
@@ -49,18 +57,18 @@ def test_every_wall_found_in_every_form(engine: str) -> None:
 
 @pytest.mark.parametrize("engine", engines())
 def test_no_wall_named_where_it_is_not(engine: str) -> None:
-    r = REPORTS[engine]
+    r = report(engine)
     assert {w: s.false[:3] for w, s in r.walls.items() if s.fp} == {}
     assert r.negative_errors == []
 
 
 @pytest.mark.parametrize("engine", engines())
 def test_each_diagnosis_is_as_sure_as_its_label_says(engine: str) -> None:
-    assert REPORTS[engine].wrong_confidence == []
+    assert report(engine).wrong_confidence == []
 
 
 def test_engines_agree_on_every_file_and_form() -> None:
-    tables = {name: corpus.render(r) for name, r in REPORTS.items()}
+    tables = {name: corpus.render(report(name)) for name in engines()}
     first = next(iter(tables.values()))
     assert all(t == first for t in tables.values())
 

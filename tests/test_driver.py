@@ -88,72 +88,37 @@ def tui_steps(name: str) -> list[tuple]:
         return verdicts([line(e) for s in driver.steps for e in step_events(s)])
 
 
-def agree(name: str, paths: tuple, retries: int = 1) -> list[tuple]:
-    """up's steps, which every other path must take too. The simulated clock runs at
-    SPEED x real time, so on a loaded machine a wall can show a round earlier or later on
-    one path than on another: a disagreement is tried again, once, before it counts."""
-    for attempt in range(retries + 1):
-        up = up_steps(name)
-        others = [p(name) for p in paths]
-        if all(o == up for o in others) or attempt == retries:
-            for o in others:
-                assert o == up
-            return up
-    raise AssertionError("unreachable")
-
-
-# Where a fault's timing races the simulated clock (a leak that grows, a restart count that
-# rises), the paths can still part after a relaunch even on a second try: open work.
-NOT_YET_SAME = {"leaked-memory-unbalanced", "restart-loop"}
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(n, marks=pytest.mark.xfail(reason="timing races the clock (NOT_YET_SAME)"))
-        if n in NOT_YET_SAME
-        else n
-        for n in scenario_names()
-    ],
-)
+@pytest.mark.parametrize("name", scenario_names())
 def test_up_the_tui_bringup_and_watch_take_the_same_steps(name: str) -> None:
-    up = agree(name, (tui_steps, watch_steps))
+    up = up_steps(name)
+    assert tui_steps(name) == up
+    assert watch_steps(name) == up
     assert up[-1][0] == "serving", up  # the last launch served (and its soak answered)
 
 
-# The TUI still offers the log wall it sees first where `up` first fixes what its doctor
-# predicted (attach-eugr: node-memory-asymmetry before nccl-dual-build; host-ip-mismatch:
-# ray-object-store-oversized before vllm-host-ip-mismatch, by when each shows; page-cache-hog:
-# the log's vllm-free-memory-low before the readings' page-cache-hog on a loaded machine): open
-# work.
-NOT_YET_FIRST = {"attach-eugr", "host-ip-mismatch", "page-cache-hog"}
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(
-            n,
-            marks=pytest.mark.xfail(reason="the TUI offers what it sees first (NOT_YET_FIRST)"),
-        )
-        if n in NOT_YET_FIRST
-        else n
-        for n in scenario_names()
-    ],
-)
+@pytest.mark.parametrize("name", scenario_names())
 def test_the_tuis_first_offer_is_the_fix_up_applies_first(name: str) -> None:
+    """Compared in the same state: where `up` fixes before its first launch, the TUI is
+    asked before anything launched (the story not played), once the readings' durations
+    have passed (`up`'s doctor predicts without waiting them); where `up`'s first fix
+    follows a launch, the TUI plays the story's launch and is asked after it."""
     from spark_tui.session import Session
     from spark_tui.tui.app import SparkTuiApp
     from spark_tui.tui.widgets.diagnosis_detail import DiagnosisDetail
 
-    first = next(((w, f) for kind, ok, w, f in up_steps(name) if kind == "fix"), None)
+    steps = up_steps(name)
+    kinds = [s[0] for s in steps]
+    first = next(((w, f) for kind, _ok, w, f in steps if kind == "fix"), None)
+    before_launch = first is not None and kinds.index("fix") < (
+        kinds.index("launch") if "launch" in kinds else len(kinds)
+    )
 
     async def scenario() -> tuple | None:
         session = Session.open(None, scenario=name, speed=SPEED)
         OPENED.append(session)
-        app = SparkTuiApp(session, autoplay=True)
+        app = SparkTuiApp(session, autoplay=not before_launch)
         async with app.run_test(size=(120, 40)) as pilot:
             detail = app.main_screen.query_one(DiagnosisDetail)
 
@@ -163,8 +128,14 @@ def test_the_tuis_first_offer_is_the_fix_up_applies_first(name: str) -> None:
                 return (d.wall.id, fix.id) if fix is not None else None
 
             await wait_for(pilot, lambda: session.monitor is not None)
-            # as many readings as `up` took before its first fix (a round, the doctor's)
+            longest = max((r.for_s for w in session.kb for r in w.rules), default=0.0)
+            t0 = session.clock.now()
+            # as many readings as `up` took before its first fix (a round, the doctor's),
+            # and before a launch every reading's duration waited out
             await asyncio.to_thread(session.monitor.wait_rounds, 2)
+            if before_launch:
+                await wait_for(pilot, lambda: session.clock.now() - t0 > longest, limit_s=60)
+                await asyncio.to_thread(session.monitor.wait_rounds, 2)
             await wait_for(pilot, lambda: offered() is not None or first is None, limit_s=60)
             await pilot.pause(0.2)
             return offered()

@@ -52,12 +52,23 @@ ATTACKS = [
     ("NUL", "a\x00b", "ab"),
     ("bidi override", "a\u202eb\u202c", "ab"),
     ("bidi isolate", "a\u2066b\u2069", "ab"),
+    ("bidi marks", "a\u200eb\u200fc\u061cd", "abcd"),
+    ("8-bit OSC title", "a\x9d0;owned\x9cb", "ab"),
+    ("8-bit DCS", "a\x90junk\x9cb", "ab"),
 ]
 MARK = "hostile-marker"
-CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
+
+
+# the same, written as a JSON escape (`jq -r` would print it raw)
+JSON_CONTROL = re.compile(
+    r"\\u(00[01][0-9a-f]|007f|00[89][0-9a-f]|202[a-e]|206[6-9]|200[ef]|061c)", re.I
+)
 
 
 def _no_controls(text: str, where: str) -> None:
+    escaped = JSON_CONTROL.search(text)
+    assert escaped is None, f"{where}: JSON-escaped control {escaped.group()!r}"
     bad = CONTROL.search(text)
     assert bad is None, f"{where}: control {bad.group()!r} in {text[max(0, bad.start() - 40) :]!r}"
 
@@ -126,9 +137,9 @@ def _hostile_node(sshd_cluster: SshdCluster) -> None:
         "Command": '"vllm serve x"',
         "ID": "3f2a1b0c9d8e",
         "Image": "vllm/vllm\x1b]52;c;cm0gLXJmIH4K\x07-openai",
-        "Names": "vllm_node\x1b[2J",
+        "Names": "vllm_node\x1b[2J\x9b2J\u202e",  # 7- and 8-bit CSI, a bidi override
         "State": "running",
-        "Status": "Up 5 minutes\x1b[8m hidden",
+        "Status": "Up 5 minutes\x1b[8m hidden\x9d0;t\x9c\u2066",
     }
     node.set_file("docker-ps.jsonl", json.dumps(row) + "\n")  # JSON: \u001b escapes
     wall = f"\x1b]0;t\x07\x1b[31m{FREE_MEMORY_LINE}\x1b[0m\x9b2J"  # a wall's line, wrapped

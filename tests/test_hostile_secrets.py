@@ -261,6 +261,35 @@ def test_expand_fills_nested_quoting(monkeypatch: pytest.MonkeyPatch) -> None:
     assert shlex.split(shlex.split(redact.expand(outer))[-1])[1] == "K=sk-x y$z"
 
 
+@pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
+def test_a_secret_given_with_set_is_not_in_recipes_render(tmp_path: Path, as_json: bool) -> None:
+    """`recipes render --set` with a token and an API key whose values hold a space, quotes
+    and a substitution: the rendered commands (quoted twice: `sh -c '…'`) and their JSON
+    show ${HF_TOKEN} and ${API_KEY}, never a piece of either value."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+    }
+    token, key = "hf_Tok3n Sp4ce'q\"$(reboot)", "sk-K3y 'two words'"
+    out = _cli(
+        env,
+        "recipes",
+        "render",
+        "glm-4.7-flash-awq-vllm",
+        *(["--json"] if as_json else []),
+        "--set",
+        f"env.HF_TOKEN={token}",
+        "--set",
+        f"serve.--api-key={key}",
+    )
+    assert "${HF_TOKEN}" in out and "${API_KEY}" in out, out
+    for piece in ("Tok3n", "Sp4ce", "K3y", "two words"):
+        assert piece not in out, f"{piece} in:\n{out}"
+
+
 def test_cluster_yaml_marks_a_secret_of_any_name(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("REGISTRY_PASS_PHRASE_X", "correct-horse-battery")
     text = "secrets: [REGISTRY_PASS_PHRASE_X]\nnodes:\n  - {name: a, host: local, role: head}\n"

@@ -106,6 +106,22 @@ def test_a_fifo_journal_never_hangs(command: tuple[str, ...]) -> None:
         assert f"{state.journal_path} is not a regular file: refused" in proc.stderr
 
 
+@pytest.mark.parametrize("planted", ["current", "rev-0001.yaml", "rev-0001.json"])
+def test_a_fifo_in_a_recipes_history_never_hangs(planted: str) -> None:
+    """A FIFO in place of a recipe's revision pointer, a revision or its notes: history and
+    show answer (the FIFO is not ours: skipped) instead of waiting for a writer."""
+    rid = "glm-4.7-flash-awq-vllm"
+    d = StateDir.real().revisions_dir / rid
+    d.mkdir(parents=True)
+    os.mkfifo(d / planted)
+    for command in (("recipes", "history", rid), ("recipes", "show", rid)):
+        proc = cli(*command, timeout=60)  # the guard: a blocking open would wait for ever
+        assert "Traceback" not in proc.stderr, proc.stderr
+        assert proc.returncode in (0, 1, 2), proc.stderr
+        if command[1] == "show":
+            assert rid in proc.stdout, proc.stdout + proc.stderr
+
+
 def test_a_fifo_journal_refuses_a_fix_at_once(tmp_path: Path) -> None:
     world = make_world(tmp_path / "w", CLUSTER)
     state = StateDir.real()
@@ -304,9 +320,14 @@ def test_a_planted_cache_entry_cannot_change_a_shipped_fix(
         body = yaml_cache._MAGIC + mac + inner
     (cache / key).write_bytes(body)
     loads = marshal.loads
-    monkeypatch.setattr(
-        yaml_cache.marshal, "loads", lambda b: pytest.fail("a forged entry was unmarshalled")
-    )
+
+    def guarded_loads(data: bytes) -> object:
+        # only the forged entry fails: an import's first .pyc read (re2, say) goes through too
+        if EVIL.encode() in bytes(data):
+            pytest.fail("a forged entry was unmarshalled")
+        return loads(data)
+
+    monkeypatch.setattr(yaml_cache.marshal, "loads", guarded_loads)
     kb = load_knowledge(use_user=False)
     monkeypatch.setattr(yaml_cache.marshal, "loads", loads)
     commands = [a.params.get("command") for f in kb.get("page-cache-hog").fixes for a in f.actions]
@@ -349,6 +370,42 @@ def test_a_fifo_cache_entry_does_not_hang_a_start(cache: Path) -> None:
     proc = cli("kb", "list", timeout=60)  # the guard: it hung every start
     assert proc.returncode == 0, proc.stderr
     assert "nvrm-oom" in proc.stdout
+
+
+FREE_MEMORY_LINE = (
+    "(EngineCore_DP0 pid=6940) ValueError: Free memory on device cuda:0 (11.19/119.67 GiB) on "
+    "startup is less than desired GPU memory utilization (0.9, 107.70 GiB). Decrease GPU memory "
+    "utilization or reduce GPU memory used by other processes."
+)
+
+
+@pytest.mark.parametrize("planted", ["fifo", "unsigned-database"])
+def test_a_planted_matcher_database_neither_hangs_nor_steers_triage(
+    cache: Path, tmp_path: Path, planted: str
+) -> None:
+    """The matcher's compiled databases in the cache directory: a FIFO in their place hung
+    every start that matched a line; a database we did not write (here one that matches
+    nothing) would have silenced the walls. Both are compiled again."""
+    import hyperscan
+
+    log = tmp_path / "serve.log"
+    log.write_text(f"starting\n{FREE_MEMORY_LINE}\n")
+    first = cli("triage", str(log), "--json", timeout=120)
+    assert "vllm-free-memory-low" in first.stdout, first.stdout + first.stderr
+    dbs = sorted(cache.parent.glob("hyperscan-*.db"))
+    assert dbs, "no compiled database was kept"
+    blank = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+    blank.compile(expressions=[b"never-in-any-log-0xdeadbeef"], ids=[0], elements=1, flags=[0])
+    for db in dbs:
+        db.unlink()
+        if planted == "fifo":
+            os.mkfifo(db)
+        else:
+            db.write_bytes(hyperscan.dumpb(blank))
+    again = cli("triage", str(log), "--json", timeout=120)  # the guard: it hung
+    assert again.returncode == first.returncode, again.stderr
+    assert "vllm-free-memory-low" in again.stdout, again.stdout + again.stderr
+    assert "Traceback" not in again.stderr
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")

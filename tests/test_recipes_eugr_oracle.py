@@ -308,6 +308,8 @@ def cluster_yaml(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 SEEN: set[tuple[str, str]] = set()
+# SEEN is this process's: under xdist the whole file runs on one worker, in file order
+pytestmark = pytest.mark.xdist_group("eugr-oracle")
 
 
 @pytest.mark.parametrize(

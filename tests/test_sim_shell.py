@@ -106,6 +106,28 @@ def test_an_assignment_takes_its_substitution_whole(t) -> None:
     assert r.stdout.split() == ["/c1", "0", "no", "/c2", "0", "no"]
 
 
+def test_a_ping_that_may_not_fragment_follows_both_ends_mtu() -> None:
+    """`ping -M do -s 8972 PEER` (fabric-mtu-9000's check): refused here when this node's
+    fabric MTU is smaller (iputils' "local error: message too long"), lost when the peer's
+    is; through only when both take 9000. A plain ping is not affected."""
+    c = build_sim_cluster("healthy", speed=1.0)
+    try:
+        t = c.transports["spark1"]
+        one, two = c.world.nodes["spark1"], c.world.nodes["spark2"]
+        big = f"ping -M do -s 8972 -c 1 -W 3 {two.fabric_ip}"
+        one.fabric_mtu, two.fabric_mtu = 9000, 9000
+        assert t.run(big).exit_code == 0
+        one.fabric_mtu = 1500
+        r = t.run(big)
+        assert r.exit_code == 1 and "message too long, mtu=1500" in r.stderr
+        one.fabric_mtu, two.fabric_mtu = 9000, 1500
+        r = t.run(big)
+        assert r.exit_code == 1 and "100% packet loss" in r.stdout
+        assert t.run(f"ping -c 1 {two.fabric_ip}").exit_code == 0
+    finally:
+        c.close()
+
+
 def test_exec_replaces_the_shell(t) -> None:
     """`exec CMD`: nothing after it runs in that shell, which ends with CMD's status."""
     assert t.run("sh -c 'exec echo a; echo b'; echo rc $?").stdout == "a\nrc 0\n"

@@ -289,3 +289,101 @@ async def _test_r_previews_the_rollback_to_what_last_served_and_asks() -> None:
         await pilot.press("n")  # cancelled: the recipe is unchanged
         await pilot.pause()
         assert session.revisions.current(recipe.id) is None
+
+
+def _screen_rows(svg: str) -> list[str]:
+    """The text of an exported screenshot, row by row (what a user sees, cuts included)."""
+    import html
+    import re
+
+    rows: dict[float, list[str]] = {}
+    for y, text in re.findall(r'<text[^>]*y="([\d.]+)"[^>]*>(.*?)</text>', svg):
+        rows.setdefault(float(y), []).append(html.unescape(re.sub("<[^>]+>", "", text)))
+    return ["".join(rows[y]).replace("\xa0", " ") for y in sorted(rows)]
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40), (160, 48)])
+def test_tok_s_and_a_missing_docker_or_nvidia_smi_are_never_cut(size) -> None:
+    """A node that serves with neither docker nor nvidia-smi readable: at every size each
+    node's tok/s and the two missing tools are on screen whole."""
+    import dataclasses
+
+    from spark_tui.nodes.state import ServingState
+
+    async def scenario() -> list[str]:
+        app = SnapshotApp()
+        async with app.run_test(size=size) as pilot:
+            await pilot.pause()
+            for pane in app.screen.query(NodePane):
+                state = app.session.monitor.states()[pane.node.name]
+                if not state.reachable:
+                    continue
+                pane.set_state(
+                    dataclasses.replace(
+                        state,
+                        serving=ServingState(phase="serving", tok_s=1234.5678),
+                        gpus=(),
+                        unavailable={
+                            **state.unavailable,
+                            "gpu": "nvidia-smi: not available",
+                            "containers": "docker: not available",
+                        },
+                    )
+                )
+            await pilot.pause(0.2)
+            return _screen_rows(app.export_screenshot())
+
+    rows = asyncio.run(scenario())
+    text = "\n".join(rows)
+    assert text.count("serving at 1234.6 tok/s") == 2, text  # spark1 and spark2 (spark3 is down)
+    if size == (80, 24):  # the strips: short words for the missing tools
+        assert sum("no nvidia-smi · no docker" in r for r in rows) == 2, text
+    else:
+        assert text.count("GPU: nvidia-smi: not available") == 2, text
+        assert text.count("containers: docker: not available") == 2, text
+
+
+def test_the_journal_of_events_shows_the_lines_watch_json_prints() -> None:
+    """`J`: the TUI's journal of events, in the event language of `watch --json` (the same
+    lines for the same events: the one journal and serializer), each valid by the schema."""
+    import io
+    import json
+
+    from textual.widgets import Log
+
+    from spark_tui.cli.watch import EventPrinter
+    from spark_tui.tui.screens.events_screen import EventsScreen
+    from tests.test_json_schema import errors_of
+
+    seen: list[object] = []
+
+    async def scenario() -> list[str]:
+        app = SnapshotApp()
+        emit = app.pump.emit
+
+        def recording(event: object) -> None:
+            seen.append(event)
+            emit(event)
+
+        app.pump.emit = recording  # type: ignore[method-assign]  # what the monitor reports
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause(0.3)
+            await pilot.press("J")
+            await pilot.pause(0.2)
+            assert isinstance(app.screen, EventsScreen)
+            return list(app.screen.query_one(Log).lines)
+
+    shown = asyncio.run(scenario())
+    out = io.StringIO()
+    printer = EventPrinter(True, out)
+    printer._phase = {}
+    for event in seen:
+        printer(event)
+    assert shown == out.getvalue().splitlines()
+    lines = [json.loads(s) for s in shown]
+    said = {(x["event"], x.get("wall") or x.get("node")) for x in lines}
+    assert ("diagnosis", "vllm-free-memory-low") in said, said
+    assert ("resolved", "page-cache-hog") in said, said  # spark2's page cache dropped
+    assert ("unreachable", "spark3") in said, said
+    for x in lines:
+        assert errors_of("event", x) == [], x

@@ -6,6 +6,8 @@ non-English report around it)."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 from spark_tui.errors import InputErrors
@@ -60,23 +62,30 @@ def _misses(wall: str, message: str) -> list[tuple[str, str]]:
     return out
 
 
-MISSES = {(w, m): _misses(w, m) for w, m, _ in _cases()}
+@functools.cache
+def misses() -> dict[tuple[str, str], list[tuple[str, str]]]:
+    """Every case's misses, made when a test first asks (not at collection, which every xdist
+    worker repeats); the file is one xdist group, so one worker makes them once."""
+    return {(w, m): _misses(w, m) for w, m, _ in _cases()}
+
+
+pytestmark = pytest.mark.xdist_group("wall-sources")
 
 
 @pytest.mark.parametrize(("wall", "message", "at"), _cases())
 def test_each_message_names_its_wall_unwrapped(wall: str, message: str, at: str) -> None:
     """Every layout and every paste form that keeps the line whole: always found."""
-    missed = [f"{lay} / {form}" for lay, form in MISSES[(wall, message)] if form not in WRAPPING]
+    missed = [f"{lay} / {form}" for lay, form in misses()[(wall, message)] if form not in WRAPPING]
     assert missed == [], f"{at}: {fill(message)!r}"
 
 
 def test_messages_survive_rewrapping() -> None:
     """Re-wrapped (terminal, screen copy, editor reflow): found in nearly every case, and every
     message in at least one wrapped form of every layout."""
-    cases = len(MISSES) * len(LAYOUTS) * len(WRAPPING)
-    missed = [(w, lay, form) for (w, _), ms in MISSES.items() for lay, form in ms]
+    cases = len(misses()) * len(LAYOUTS) * len(WRAPPING)
+    missed = [(w, lay, form) for (w, _), ms in misses().items() for lay, form in ms]
     assert 1 - len(missed) / cases >= WRAPPED_RECALL, missed
-    for (wall, message), ms in MISSES.items():
+    for (wall, message), ms in misses().items():
         for layout in LAYOUTS:
             lost = {form for lay, form in ms if lay == layout}
             assert lost != WRAPPING, (wall, message, layout)

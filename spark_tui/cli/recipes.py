@@ -229,7 +229,7 @@ def _list(book, as_json: bool) -> int:
             "instead": r.instead,
             "sources": [{"title": s.title, "url": s.url} for s in r.sources],
             "format": r.origin,
-            "not_mapped": [str(u) for u in r.unmapped],
+            "not_mapped": [str(u) for u in r.unmapped if u.kind == "not mapped"],
             "revision": r.revision,
             "file": r.source,
         }

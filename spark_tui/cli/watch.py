@@ -15,12 +15,12 @@ from collections.abc import Callable
 
 from spark_tui.cli.options import add_cluster_source, add_demo_options, config_of
 from spark_tui.event_lines import (
+    DiagnosisSeen,
     LineEvent,
     NodeReach,
     RelaunchDecided,
-    diagnosis_seen,
+    WallResolved,
     dumps,
-    wall_resolved,
 )
 
 
@@ -40,20 +40,30 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 class EventPrinter:
-    """A session listener: prints new diagnoses (and readings walls raised again), walls
-    that resolved, nodes that dropped or came back."""
+    """A session listener: prints the lines of the journal of events (spark_tui.event_journal:
+    new diagnoses and readings walls raised again, walls that resolved, nodes that dropped or
+    came back), as JSON or as text."""
 
     def __init__(self, as_json: bool, out=None, now: Callable[[], float] = time.time) -> None:
+        from spark_tui.event_journal import EventJournal
+
         self.as_json = as_json
-        self.now = now  # the clock that stamps the lines the monitor's events do not
         self.out = out or sys.stdout
         self._lock = threading.Lock()
         self.crashed = threading.Event()
-        self._down: set[str] = set()  # nodes said to be unreachable (so "again" is true)
-        self._sure: dict[tuple[str, str], str] = {}  # confidence printed per wall and source
+        # the clock that stamps the lines the monitor's events do not (set by run())
+        self.journal = EventJournal(now)
 
     _phase: dict[str, str]
     crashed_on: str | None = None
+
+    @property
+    def now(self) -> Callable[[], float]:
+        return self.journal.now
+
+    @now.setter
+    def now(self, clock: Callable[[], float]) -> None:
+        self.journal.now = clock
 
     def write(self, event: LineEvent, text: str) -> None:
         with self._lock:
@@ -61,63 +71,34 @@ class EventPrinter:
             self.out.flush()
 
     def __call__(self, event) -> None:
-        from spark_tui.events import (
-            DiagnosisRaised,
-            DiagnosisResolved,
-            NodeSampled,
-            ReachabilityChanged,
-        )
+        from spark_tui.events import NodeSampled
 
-        if isinstance(event, ReachabilityChanged):
-            r = event.reachability
-            if r.reachable and event.node not in self._down:
-                return  # reachable from the start: nothing to say
-            if r.reachable:
-                self._down.discard(event.node)
-            else:
-                self._down.add(event.node)
-            text = f"spark-tui: {event.node}: " + (
-                "reachable again" if r.reachable else f"unreachable ({r.reason}), retrying"
-            )
-            if self.as_json:
-                self.write(
-                    NodeReach(
-                        node=event.node,
-                        reachable=r.reachable,
-                        reason=r.reason or None,
-                        time=self.now(),
-                    ),
-                    "",
-                )
-            print(text, file=sys.stderr)
-        elif isinstance(event, DiagnosisResolved):
-            d = event.diagnosis
-            self.write(
-                wall_resolved(d, event.time),
-                f"{'resolved':7} {d.node or 'cluster':10} {d.wall.id}: {d.resolution}",
-            )
-        elif isinstance(event, DiagnosisRaised):
-            d = event.diagnosis
-            episode = d.source.from_readings
-            key = (d.wall.id, d.source)
-            surer = self._sure.get(key, d.confidence) != d.confidence  # readings confirmed it
-            self._sure[key] = d.confidence
-            if event.new or episode or surer:
-                where = d.node or "cluster"
-                text = f"{d.severity:7} {where:10} {d.wall.id}: {d.evidence}"
-                self.write(diagnosis_seen(d, event.time), text)
-        elif isinstance(event, NodeSampled):
+        if isinstance(event, NodeSampled):
             phase = event.state.serving.phase
             if phase == "crashed" and self._phase.get(event.node) != "crashed":
                 self.crashed_on = event.node  # a crash is a change into "crashed"
                 self.crashed.set()
             self._phase[event.node] = phase
+            return
+        said = self.journal.said(event)
+        if isinstance(said, NodeReach):
+            text = f"spark-tui: {said.node}: " + (
+                "reachable again" if said.reachable else f"unreachable ({said.reason}), retrying"
+            )
+            if self.as_json:
+                self.write(said, "")
+            print(text, file=sys.stderr)
+        elif isinstance(said, WallResolved):
+            where = said.node or "cluster"
+            self.write(said, f"{'resolved':7} {where:10} {said.wall}: {said.how}")
+        elif isinstance(said, DiagnosisSeen):
+            d = said.diagnosis
+            where = d.node or "cluster"
+            self.write(said, f"{d.severity:7} {where:10} {d.wall}: {d.evidence}")
 
 
 def run(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
-    from spark_tui.driver import Driver, step_events
+    from spark_tui.driver import Driver
     from spark_tui.session import open_cluster
 
     printer = EventPrinter(args.json)
@@ -136,9 +117,9 @@ def run(args: argparse.Namespace) -> int:
         if args.auto_relaunch:  # the driver's steps, as `up --json` prints them
 
             def stepped(step) -> None:
-                for event in step_events(step, session.recipe()):
+                for event in printer.journal.stepped(step, session.recipe()):
                     text = f"step {step.kind}: {'ok' if step.ok else 'failed'} {step.detail[:120]}"
-                    printer.write(replace(event, time=session.clock.now()), text)
+                    printer.write(event, text)
 
             driver.subscribe(stepped)
         try:

@@ -13,7 +13,6 @@ takes exponential time on `(a+)+b` against a run of `a`s).
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import threading
 from collections.abc import Iterator, Sequence
@@ -205,6 +204,9 @@ class _AlternationEngine(_Engine):
                     pos = end2 + 1
 
 
+MAX_DATABASE = 64 << 20  # bytes of a kept compiled database (the knowledge base's: ~1 MB)
+
+
 def _cached_database(expressions: list[bytes], flags: list[int]) -> Any:
     """A Hyperscan database for these patterns: compiled (a few tenths of a second
     for the knowledge base) or, when the same patterns were compiled before,
@@ -214,15 +216,25 @@ def _cached_database(expressions: list[bytes], flags: list[int]) -> Any:
     import hyperscan
 
     from spark_tui import paths
+    from spark_tui.safefile import read_state, write_atomic
+    from spark_tui.yaml_cache import seal, unseal
 
     key = hashlib.sha256(repr((getattr(hyperscan, "__version__", ""), expressions, flags)).encode())
     path = paths.cache_dir() / f"hyperscan-{key.hexdigest()[:32]}.db"
+    # read as our own file (no symlink, no FIFO, no other owner, capped) and used only
+    # when it carries our HMAC: a planted database never hangs or steers the matcher
     try:
-        db = hyperscan.loadb(path.read_bytes(), hyperscan.HS_MODE_BLOCK)
-        db.scratch = hyperscan.Scratch(db)
-        return db
-    except Exception:  # none yet, or unreadable: compile (and keep it for next time)
-        pass
+        data = read_state(path, MAX_DATABASE)
+    except OSError:
+        data = None
+    body = unseal(path.name, data) if data else None
+    if body is not None:
+        try:
+            db = hyperscan.loadb(body, hyperscan.HS_MODE_BLOCK)
+            db.scratch = hyperscan.Scratch(db)
+            return db
+        except Exception:  # a database of another Hyperscan build: compile it again
+            pass
     db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
     db.compile(
         expressions=expressions,
@@ -230,13 +242,13 @@ def _cached_database(expressions: list[bytes], flags: list[int]) -> Any:
         elements=len(expressions),
         flags=flags,
     )
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_bytes(hyperscan.dumpb(db))
-        os.replace(tmp, path)
-    except OSError:  # a read-only home: compile every time
-        pass
+    sealed = seal(path.name, hyperscan.dumpb(db))
+    if sealed is not None and len(sealed) <= MAX_DATABASE:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(path, sealed)
+        except OSError:  # a read-only home, an unsafe directory: compile every time
+            pass
     return db
 
 

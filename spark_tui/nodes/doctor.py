@@ -12,7 +12,7 @@ only through spark_tui.shell (quoted).
 
 from __future__ import annotations
 
-import os
+import dataclasses
 import re
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -25,9 +25,10 @@ from spark_tui.kb.loader import parse_wall
 from spark_tui.kb.schema import Wall
 from spark_tui.nodes import commands
 from spark_tui.nodes.cluster import ClusterConfig, NodeConfig
+from spark_tui.nodes.model_paths import model_size
 from spark_tui.nodes.rules import CLUSTER, RECIPE, RuleEngine, cluster_facts
 from spark_tui.nodes.sampler import fabric_address, sample
-from spark_tui.nodes.state import NodeState
+from spark_tui.nodes.state import NodeState, ServingState
 from spark_tui.nodes.transport import NodeUnreachable, Transport
 from spark_tui.yamlfile import parse_yaml
 
@@ -165,9 +166,14 @@ def run_doctor(
     model_paths: Iterable[str] = (),
     ports: Mapping[int, str] | None = None,
     fit_recipe: object | None = None,
+    serving: Mapping[str, ServingState] | None = None,
 ) -> DoctorReport:
     """Sample every node once and run every check; never changes a node.
-    With `fit_recipe` (a Recipe), a `fit` check per node: does the model fit its memory."""
+    With `fit_recipe` (a Recipe), a `fit` check per node: does the model fit its memory.
+    `serving`: each node's serving phase as a live monitor follows it from the engine's log.
+    One read cannot tell it: a node whose stack runs reads as starting (never as stopped),
+    so the walls of an idle node (a full page cache between runs) are not predicted beside
+    a running engine."""
     nodes = list(cluster.nodes)
     kb = list(kb)
     with ThreadPoolExecutor(max_workers=max(1, min(8, len(nodes)))) as pool:
@@ -178,6 +184,12 @@ def run_doctor(
                 strict=True,
             )
         )
+    for name, st in states.items():
+        live = (serving or {}).get(name, st.serving)
+        if st.reachable and st.stack_up and live.phase == "stopped":
+            live = ServingState(phase="starting")  # something of the stack runs: not idle
+        if live is not st.serving:
+            states[name] = dataclasses.replace(st, serving=live)
     report = DoctorReport(cluster, states)
     add = report.checks.append
     for n in nodes:
@@ -579,25 +591,6 @@ def _missing_because(r: object) -> str:
     if "Cannot connect to the Docker daemon" in said or "permission denied" in said.lower():
         return "docker's daemon cannot be reached by this user (is it running; is the user in the docker group?)"
     return ""
-
-
-def model_size(
-    transport: Transport, node: NodeConfig, paths: Iterable[str]
-) -> tuple[int | None, str]:
-    """The bytes under the first of `paths` (a model's places, recipe_model_paths) that is
-    on the node, and that path; (None, "") when none is."""
-    for path in paths:
-        # ssh sessions start in $HOME, so '~/x' is 'x' there; locally expand it here
-        p = (
-            os.path.expanduser(path)
-            if node.is_local
-            else (path[2:] if path.startswith("~/") else path)
-        )
-        r = _run(transport, shell.fill(commands.MODEL_SIZE, {"path": p}), timeout=120)
-        first = r.stdout.split()[0] if r is not None and r.ok and r.stdout.split() else ""
-        if first.isdigit():
-            return int(first), path
-    return None, ""
 
 
 def _model_files(

@@ -4,10 +4,14 @@ the simulated nodes read it)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from spark_tui import shell
+from spark_tui.nodes import commands
 from spark_tui.nodes.cluster import DEFAULT_MODELS_DIR
+from spark_tui.nodes.transport import NodeUnreachable
 
 if TYPE_CHECKING:
     from spark_tui.nodes.cluster import NodeConfig
@@ -77,7 +81,6 @@ def plain_model_dir(
     a plain directory (`huggingface-cli download --local-dir`, a copy: ORG/NAME under the
     cache), not in the hub layout the engine looks the id up in; else None (the hub copy is
     there, or neither: the engine then finds, or downloads, the id itself)."""
-    from spark_tui.nodes.doctor import model_size
 
     places = model_places(model_path, volumes, models_dir)
     if model_path.startswith("/") or len(places) != 2:
@@ -86,3 +89,25 @@ def plain_model_dir(
     if model_size(transport, node, [hub_host])[0] is not None:
         return None
     return plain if model_size(transport, node, [plain_host])[0] is not None else None
+
+
+def model_size(
+    transport: Transport, node: NodeConfig, paths: Iterable[str]
+) -> tuple[int | None, str]:
+    """The bytes under the first of `paths` (a model's places, recipe_model_paths) that is
+    on the node, and that path; (None, "") when none is."""
+    for path in paths:
+        # ssh sessions start in $HOME, so '~/x' is 'x' there; locally expand it here
+        p = (
+            os.path.expanduser(path)
+            if node.is_local
+            else (path[2:] if path.startswith("~/") else path)
+        )
+        try:
+            r = transport.run(shell.fill(commands.MODEL_SIZE, {"path": p}), timeout=120)
+        except NodeUnreachable:
+            r = None
+        first = r.stdout.split()[0] if r is not None and r.ok and r.stdout.split() else ""
+        if first.isdigit():
+            return int(first), path
+    return None, ""

@@ -46,9 +46,15 @@ def preview_lines(fix: Fix) -> list[str]:
 
 
 def node_values(cluster: ClusterConfig, node: NodeConfig) -> dict[str, object]:
-    """Placeholder values for one node: {node.*} and {head.*}."""
+    """Placeholder values for one node: {node.*}, {head.*} and {peer.*}, the next node in
+    cluster.yaml's order (the first after the last; the node itself when it is alone), so
+    that a check run on every node covers every node's fabric link."""
     values = node.placeholder_values(cluster.head)
     values["head.fabric_if"] = cluster.head.fabric_if
+    names = [n.name for n in cluster.nodes]
+    peer = cluster.nodes[(names.index(node.name) + 1) % len(names)] if node.name in names else node
+    values["peer.name"] = peer.name
+    values["peer.fabric_ip"] = peer.fabric_ip or peer.host
     return values
 
 

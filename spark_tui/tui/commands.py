@@ -28,6 +28,7 @@ ACTIONS = (
         "preview, confirm: the image and recipe revision of the last launch that served",
     ),
     ("Export the incident report", "export_report", "Markdown to paste into a forum post"),
+    ("Journal of events", "events", "walls raised and resolved, steps taken (as watch --json)"),
     ("Dark / light theme", "toggle_theme", "switch themes"),
     ("Help", "help", "every key"),
     ("Quit", "request_quit", "leave spark-tui (asks while an action runs)"),

@@ -120,9 +120,14 @@ build_keys() {
 
 build() {
   mkdir -p "$CACHE"
-  build_rootfs
-  build_model
-  build_keys
+  # one build at a time: .ci/run starts one in the background while the other tests run, and
+  # the real tier's `up` (or another instance's) waits here for it, then finds the cache made
+  {
+    flock 9
+    build_rootfs
+    build_model
+    build_keys
+  } 9>"$CACHE/build.lock"
 }
 
 # ------------------------------------------------------------------ nodes

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import IN_CI, ROOT
+from tests.conftest import IN_CI, REAL_GROUP, ROOT
 
 HERE = Path(__file__).resolve().parent
 CLUSTER_SH = HERE / "cluster.sh"
@@ -40,11 +40,16 @@ UP_TIMEOUT_S = 1800
 ENGINE_TIMEOUT_S = 900
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist names the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if str(item.fspath).startswith(str(HERE)):
-            item.add_marker(pytest.mark.real)
-            item.add_marker(pytest.mark.timeout(3600))
+    real = [item for item in items if str(item.fspath).startswith(str(HERE))]
+    for item in real:
+        item.add_marker(pytest.mark.real)
+        item.add_marker(pytest.mark.timeout(3600))
+        # one worker runs the tier, in order, and it starts first: it is the longest chain
+        item.add_marker(pytest.mark.xdist_group(REAL_GROUP))
+    in_tier = set(real)
+    items[:] = real + [item for item in items if item not in in_tier]
 
 
 def _missing() -> str | None:

@@ -159,6 +159,22 @@ def _ping(argv: list[str], ctx: Ctx, stdin: str) -> Out:
             1,
             f"PING {host} ({host}) 56(84) bytes of data.\n\n--- {host} ping statistics ---\n1 packets transmitted, 0 received, 100% packet loss, time 0ms\n\n",
         )
+    # `-M do -s N`: a packet of N + 28 bytes that may not be fragmented (iputils' wording): too
+    # big for this node's fabric MTU it is refused here, too big for the peer's it is lost
+    size = int(argv[argv.index("-s") + 1]) if "-s" in argv[:-1] else 56
+    if "-M" in argv[:-1] and argv[argv.index("-M") + 1] == "do" and size + 28 > 1500:
+        head = f"PING {host} ({host}) {size}({size + 28}) bytes of data.\n\n--- {host} ping statistics ---\n"
+        if size + 28 > ctx.node.fabric_mtu:
+            return Out(
+                1,
+                head
+                + "1 packets transmitted, 0 received, +1 errors, 100% packet loss, time 0ms\n\n",
+                f"ping: local error: message too long, mtu={ctx.node.fabric_mtu}\n",
+            )
+        if size + 28 > node.fabric_mtu:
+            return Out(
+                1, head + "1 packets transmitted, 0 received, 100% packet loss, time 0ms\n\n"
+            )
     return Out(
         0,
         f"PING {host} ({host}) 56(84) bytes of data.\n64 bytes from {host}: icmp_seq=1 ttl=64 time=0.211 ms\n\n"

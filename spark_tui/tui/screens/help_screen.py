@@ -30,6 +30,7 @@ KEYS = (
     ("u", "undo the last recipe patch"),
     ("R", "roll back to the image and recipe revision that last served"),
     ("e", "export the incident report (Markdown)"),
+    ("J", "journal of events: walls raised and resolved, steps taken (as watch --json says)"),
     ("t", "dark / light theme"),
     ("ctrl+p", "command palette: every action by name"),
     ("?", "this help"),

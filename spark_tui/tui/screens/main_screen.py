@@ -20,8 +20,9 @@ from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
-from spark_tui.driver import Driver
+from spark_tui.driver import Driver, Step
 from spark_tui.errors import SparkTuiError
+from spark_tui.event_journal import EventJournal
 from spark_tui.events import (
     ActionProgress,
     DiagnosisFixed,
@@ -76,6 +77,7 @@ class MainScreen(Screen):
         Binding("u", "undo", "Undo patch", show=False),
         Binding("R", "rollback", "Roll back", show=False),
         Binding("e", "export_report", "Export", show=False),
+        Binding("J", "events", "Journal of events", show=False),
     ]
 
     def __init__(self, session: Session, driver: Driver, scrollback: int = 100_000) -> None:
@@ -84,6 +86,9 @@ class MainScreen(Screen):
         super().__init__(id="main", classes="-no-walls")
         self.session = session
         self.driver = driver
+        # the monitor's events and the driver's steps in the event language of watch --json
+        self.events = EventJournal(session.clock.now)
+        driver.subscribe(self._stepped)
         self.scrollback = scrollback
         self.output: OutputScreen | None = None
         self.selected_key: str | None = None
@@ -159,6 +164,7 @@ class MainScreen(Screen):
         table = self.query_one(DiagnosesTable)
         head = self.session.config.head.name
         for event in batch.events:
+            self.events.said(event)
             if isinstance(event, NodeSampled) and event.node in self._unpaned:
                 self._count_unpaned(event.node, event.state.reachable)
             elif isinstance(event, ReachabilityChanged) and event.node in self._unpaned:
@@ -482,6 +488,15 @@ class MainScreen(Screen):
             self._start("rollback", "Roll back to what last served", job)
 
         self.app.push_screen(ConfirmModal(prompt, None, yes="Roll back (y)"), answer)
+
+    def _stepped(self, step: Step) -> None:
+        """A driver's step (from the thread that took it): its lines in the journal."""
+        self.events.stepped(step, self.session.recipe())
+
+    def action_events(self) -> None:
+        from spark_tui.tui.screens.events_screen import EventsScreen
+
+        self.app.push_screen(EventsScreen(self.events))
 
     def action_export_report(self) -> None:
         diagnoses = list(self.query_one(DiagnosesTable).diagnoses.values())

@@ -58,9 +58,18 @@ class NodePane(Vertical):
         self._show(".reach", reachability_text(r))
         self._show(".strip", self._strip_line())
 
+    def on_mount(self) -> None:
+        # what came before the pane's parts were there
+        if self.reachability is not None:
+            self.set_reachability(self.reachability)
+        if self.state is not None:
+            self.set_state(self.state)
+
     def set_state(self, state: NodeState) -> None:
         """Show one sampling round (a round from an unreachable node only marks it)."""
         self.state = state
+        if not self.query(MemoryBar):
+            return  # not composed yet: on_mount shows it
         if not state.reachable:
             self.add_class("-unreachable")
             self.query_one(".sm", PercentHistory).add(None)
@@ -86,7 +95,7 @@ class NodePane(Vertical):
         """Update a line only when its text changed; a same-length change needs no layout
         (a new reading every round must not re-lay out the whole screen)."""
         old = self._shown.get(selector)
-        if old == text:
+        if old == text or not self.query(selector):  # not composed yet: on_mount shows it
             return
         self._shown[selector] = text
         same_shape = (
@@ -105,6 +114,8 @@ class NodePane(Vertical):
             return f"{head} · no reading yet"
         # what serves (and its tok/s) first: a narrow strip cuts the memory figures, never it
         parts = [head, serving_text(s.serving)]
+        # then what cannot be read there (no docker, no nvidia-smi): it explains the gaps
+        parts += _missing_tools(s)
         if s.ray is not None:
             parts.append("Ray head")
         elif s.ray_member:
@@ -117,15 +128,15 @@ class NodePane(Vertical):
     @staticmethod
     def _swap_gpu_line(state: NodeState) -> str:
         parts: list[str] = []
+        gpu = state.gpus[0] if state.gpus else None
+        if gpu is None:  # first: a narrow pane cuts the swap figure, never why the GPU is blank
+            parts.append(f"GPU: {state.unavailable.get('gpu', 'no reading')}")
         m = state.memory
         if m is not None and m.swap_total_bytes:
             parts.append(f"swap {(m.swap_total_bytes - m.swap_free_bytes) / GIB:.1f}G")
         elif m is not None:
             parts.append("swap off")
-        gpu = state.gpus[0] if state.gpus else None
-        if gpu is None:
-            parts.append(f"GPU: {state.unavailable.get('gpu', 'no reading')}")
-        else:
+        if gpu is not None:
             parts.append(f"SM {gpu.sm_pct or 0:.0f}% · bw {gpu.mem_bw_pct or 0:.0f}%")
             if gpu.temp_c is not None:
                 parts.append(f"{gpu.temp_c:.0f}°C")
@@ -147,3 +158,16 @@ class NodePane(Vertical):
         else:
             ray = f"Ray: {state.unavailable.get('ray', 'not running')}"
         return f"{containers}\n{ray}"
+
+
+def _missing_tools(state: NodeState) -> list[str]:
+    """What could not be read on a node, once each, short for a strip (`docker: not
+    available` is `no docker`)."""
+    out: list[str] = []
+    for key in ("gpu", "containers"):
+        why = state.unavailable.get(key)
+        if why and why.endswith(": not available"):
+            why = "no " + why.removesuffix(": not available")
+        if why and why not in out:
+            out.append(why)
+    return out

@@ -1,0 +1,53 @@
+"""A cluster.yaml of 500 nodes cannot make spark-tui run a thread per node: the monitor's
+rounds, its dmon streams and a followed log on every node run on a fixed number of
+threads (the first frame's seconds at 500 nodes are measured in bench/README.md)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from spark_tui.monitor import MAX_WORKERS
+from spark_tui.session import Session
+
+NODES = 500
+
+
+def test_500_nodes_with_a_log_each_run_on_a_bounded_number_of_threads() -> None:
+    session = Session.open(None, scenario="healthy", sim_nodes=NODES, speed=20.0)
+    before = threading.active_count()
+    sampled: set[str] = set()
+    lock = threading.Lock()
+
+    def listen(event: object) -> None:
+        node = getattr(event, "node", None)
+        if type(event).__name__ == "NodeSampled" and node is not None:
+            with lock:
+                sampled.add(node)
+
+    peak = before
+    try:
+        monitor = session.start(listen)
+        for node in session.config.nodes:  # a followed log on every node, as after a launch
+            monitor.tail(node.name, "serve", "docker logs -f --tail 10 vllm_node 2>/dev/null")
+        # far more nodes read, streams followed at once and dmon streams heard than there are
+        # threads (all 500 nodes' 1,000 streams take minutes on a loaded 2-core machine: the
+        # rounds and the opens share the pool, by design)
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            peak = max(peak, threading.active_count())
+            with lock:
+                done = len(sampled)
+            with monitor._lock:
+                streams = len(monitor._streams)
+                dmon = sum(1 for v in monitor._dmon.values() if v)
+            if done >= 10 * MAX_WORKERS and streams >= 20 * MAX_WORKERS and dmon >= 5 * MAX_WORKERS:
+                break
+            time.sleep(0.1)
+        assert done >= 10 * MAX_WORKERS, f"{done} nodes sampled"
+        assert streams >= 20 * MAX_WORKERS and dmon >= 5 * MAX_WORKERS, (streams, dmon)
+        peak = max(peak, threading.active_count())
+    finally:
+        session.close()
+    # the pool, the stream pump, the line flusher and the evidence gatherer at most
+    assert peak - before <= MAX_WORKERS + 3, (before, peak)
