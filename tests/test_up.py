@@ -80,8 +80,10 @@ def test_the_json_stream_ends_with_done_and_a_demo_leaves_the_state_as_it_found_
     done = lines[-1]
     assert done["event"] == "done" and done["serving"] is True
     assert set(done) >= {"serving", "launches", "recipe", "active"}
-    # the demo's journal and revisions lived in a scratch directory, gone now
-    assert not state.exists() or not any(state.rglob("*")), sorted(state.rglob("*"))
+    # the demo's journal and revisions lived in a scratch directory, gone now; what is left is
+    # at most the parse cache's HMAC key, which any start makes (the cache is not the demo's)
+    left = sorted(state.rglob("*")) if state.exists() else []
+    assert [p.name for p in left] in ([], ["yaml-cache.key"]), left
 
 
 def test_up_asks_before_a_disruptive_step_and_refuses_off_a_terminal(

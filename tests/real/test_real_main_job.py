@@ -187,7 +187,7 @@ def test_a_truncated_shard_on_one_node_is_named_and_repaired_from_the_other(
         "up", "--config", str(c.config), "--yes", "--json", timeout=2 * ENGINE_TIMEOUT_S + 300
     )
     events = json_lines(res.stdout)
-    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.returncode == 0, (events, res.stderr[-3000:])
     named = [
         e for e in events if e["event"] == "diagnosis" and e["wall"] == "safetensors-corrupt-shard"
     ]
