@@ -356,13 +356,11 @@ def test_a_restart_loop_reads_the_real_restart_count(real_cluster: RealCluster, 
     )  # fmt: skip
     assert res.returncode == 0, (res.stdout[-2000:], res.stderr[-2000:])
 
-    # stopped (and removed) by the fix: docker restarts it no more — nothing by that name runs
-    # now, nor after longer than the restart policy's back-off
+    # stopped (and renamed aside, its log kept): docker restarts it no more — nothing of the
+    # stack runs now, nor after longer than the restart policy's back-off
     def running() -> str:
-        return c.exec("spark1", "docker ps -q --filter name=vllm_node").strip()
+        return c.exec("spark1", "docker ps -q --filter name=vllm", check=False).strip()
 
-    assert running() == ""
+    assert running() == "", c.exec("spark1", "docker ps -a", check=False)
     time.sleep(15)
-    assert running() == ""
-    state = c.exec("spark1", "docker inspect -f '{{.State.Status}}' vllm_node", check=False)
-    assert state.strip() in ("", "exited"), state
+    assert running() == "", c.exec("spark1", "docker ps -a", check=False)
