@@ -130,6 +130,11 @@ def build_sim_cluster(
                 # what the other launcher started inside it (eugr: a detached vllm serve)
                 command = shell.join(["docker", "exec", "-d", cname, "sh", "-c", str(spec["exec"])])
                 transports[name].run(command)
+    # ... and started long enough ago to serve now: attaching finds a deployment that
+    # already loaded (its weights in the page cache), whatever the machine's load
+    serving_from = [e.serving_from for e in world.engines if e.serving_from is not None]
+    if serving_from:
+        clock.advance(max(0.0, max(serving_from) - clock.now()))
     return SimCluster(config, transports, clock, world, s, dict(world.nodes))
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING
 
@@ -200,11 +201,22 @@ class _Handler(BaseHTTPRequestHandler):
         stream = bool(req.get("stream"))
         created = int(world.clock.now())
         rid = f"chatcmpl-sim{e.requests_total:06d}"
+        ended = False
+
+        def end() -> None:
+            """The request leaves the engine's running count before its last byte goes out
+            (a client that reads /metrics right after the answer sees it finished)."""
+            nonlocal ended
+            if not ended:
+                ended = True
+                e.end_request()
+
         try:
             if stream:
-                self._stream(e, n, rid, created)
+                self._stream(e, n, rid, created, end)
             else:
                 text = self._generate(e, n, None)
+                end()
                 self._log("POST", "200 OK")
                 self._json(
                     200,
@@ -228,7 +240,7 @@ class _Handler(BaseHTTPRequestHandler):
                     },
                 )
         finally:
-            e.end_request()
+            end()
 
     def _generate(self, e: Engine, n: int, on_token: object) -> str:
         """Produce n tokens at the engine's rate in simulated time."""
@@ -260,7 +272,7 @@ class _Handler(BaseHTTPRequestHandler):
                     on_token(tok)  # type: ignore[operator]  # a callable when set (checked above)
         return "".join(out)
 
-    def _stream(self, e: Engine, n: int, rid: str, created: int) -> None:
+    def _stream(self, e: Engine, n: int, rid: str, created: int, end: Callable[[], None]) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")
@@ -286,6 +298,7 @@ class _Handler(BaseHTTPRequestHandler):
             )
 
         self._generate(e, n, on_token)
+        end()
         chunk("[DONE]")
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
