@@ -17,7 +17,7 @@ from spark_tui import policy
 from spark_tui.driver import END, Driver, Move
 from spark_tui.errors import SparkTuiError
 from spark_tui.events import ActionProgress
-from spark_tui.kb.diagnosis import Diagnosis
+from spark_tui.kb.diagnosis import DiagnosisSnapshot
 from spark_tui.nodes.cluster import NodeConfig
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ class StepOutcome:
     step: str
     ok: bool
     summary: str
-    diagnosis: Diagnosis | None = None
+    diagnosis: DiagnosisSnapshot | None = None
     report: Any = None  # the doctor's DoctorReport
 
 

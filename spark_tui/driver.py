@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from spark_tui.errors import SparkTuiError
 from spark_tui.events import ActionProgress
-from spark_tui.kb.diagnosis import Diagnosis, source_kind
+from spark_tui.kb.diagnosis import DiagnosisSnapshot, source_kind
 from spark_tui.kb.schema import SEVERITY_RANK, Fix
 from spark_tui.remedy.actions import kind
 from spark_tui.remedy.evidence import evidence_only
@@ -59,7 +59,7 @@ class Move:
 
     kind: str  # adopt | doctor | fix | launch | soak | serving | stuck
     why: str
-    diagnosis: Diagnosis | None = None
+    diagnosis: DiagnosisSnapshot | None = None
     fix: Fix | None = None
     relaunches: bool = False  # a fix whose plan relaunches the recipe
 
@@ -88,7 +88,7 @@ class Step:
 SOURCE_ORDER = {"readings": 0, "recipe": 1, "log": 2}
 
 
-def rank(d: Diagnosis) -> tuple:
+def rank(d: DiagnosisSnapshot) -> tuple:
     """The order walls are fixed in: most severe; a root cause before a symptom — what a
     node's readings show, then what the recipe's checks predict, then a log line; then the
     earliest (and the wall's id: the same order every time)."""
@@ -101,7 +101,7 @@ def rank(d: Diagnosis) -> tuple:
     )
 
 
-def diagnosis_key(d: Diagnosis) -> str:
+def diagnosis_key(d: DiagnosisSnapshot) -> str:
     """The guard's key of one diagnosis (one episode of a wall on one node or source)."""
     return f"{d.wall.id}@{d.node or d.source}#{int(d.first_seen)}"
 
@@ -137,10 +137,10 @@ class RelaunchDecision:
 
 
 def decide_after_crash(
-    diagnoses: list[Diagnosis],
+    diagnoses: list[DiagnosisSnapshot],
     guard: AutoRelaunchGuard,
     when: float,
-    changes: Callable[[Diagnosis, Fix], bool] = lambda _d, _f: True,
+    changes: Callable[[DiagnosisSnapshot, Fix], bool] = lambda _d, _f: True,
 ) -> RelaunchDecision:
     """After a crash with nobody asked: the wall `offer` would fix first, relaunched at most
     once per diagnosis and once per wall, and only by a fix that can be taken back."""
@@ -218,7 +218,7 @@ def reads_only(fix: Fix) -> bool:
     return all(a.type == "run" and shows(a.params.get("command")) for a in fix.actions)
 
 
-def _remedial(d: Diagnosis) -> list[Fix]:
+def _remedial(d: DiagnosisSnapshot) -> list[Fix]:
     """A diagnosis's fixes in order (its cause's first), without the ones that only gather
     evidence or only read (shown to the user, never a remedy to relaunch on)."""
     out = []
@@ -229,7 +229,7 @@ def _remedial(d: Diagnosis) -> list[Fix]:
     return out
 
 
-def fix_for(d: Diagnosis, changes: Callable[[Fix], bool]) -> Fix | None:
+def fix_for(d: DiagnosisSnapshot, changes: Callable[[Fix], bool]) -> Fix | None:
     """The fix of a diagnosis to apply first: its cause's first that changes something here
     (`changes`), never one that only gathers evidence."""
     return next((f for f in _remedial(d) if changes(f)), None)
@@ -276,7 +276,7 @@ class Driver:
                 return Move("fix", f"{d.wall.id}: {fix.title}", d, fix, _relaunches(fix))
         return None
 
-    def fix_for(self, d: Diagnosis) -> Fix | None:
+    def fix_for(self, d: DiagnosisSnapshot) -> Fix | None:
         return fix_for(d, lambda f: self.changes(d, f))
 
     def next_move(self) -> Move:
@@ -341,7 +341,7 @@ class Driver:
         active = self._active(severities)
         seen = {(d.wall.id, d.node) for d in active}
         predicted = [  # what the doctor's readings predict, its durations not waited for
-            d
+            d.snapshot()
             for d in (self.report.predicted if self.report is not None else [])
             if (d.wall.id, d.node) not in seen and d.severity in severities
         ]
@@ -505,10 +505,10 @@ class Driver:
         return step
 
     # ---- helpers ----------------------------------------------------------------------------
-    def _active(self, severities: tuple[str, ...]) -> list[Diagnosis]:
+    def _active(self, severities: tuple[str, ...]) -> list[DiagnosisSnapshot]:
         return [d for d in self.session.diagnoses() if d.active and d.severity in severities]
 
-    def changes(self, d: Diagnosis, fix: Fix) -> bool:
+    def changes(self, d: DiagnosisSnapshot, fix: Fix) -> bool:
         """Whether a fix's plan here changes something (`changes_something`). With no recipe
         yet, a fix that patches one counts: adopting what runs comes first (`adopt`)."""
         if self.session.recipe() is None and any(kind(a.type).changes_recipe for a in fix.actions):

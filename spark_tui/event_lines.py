@@ -16,7 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, ClassVar
 
-from spark_tui.kb.diagnosis import Diagnosis, DiagnosisSnapshot
+from spark_tui.kb.diagnosis import DiagnosisSnapshot, DiagnosisView
 
 _OMIT_NONE = {"omit_none": True}  # a field left out of the line while it is None
 
@@ -232,11 +232,11 @@ def dumps(event: LineEvent) -> str:
     return json.dumps(line(event), ensure_ascii=False, default=str)
 
 
-def diagnosis_seen(d: Diagnosis, when: float | None = None) -> DiagnosisSeen:
+def diagnosis_seen(d: DiagnosisView, when: float | None = None) -> DiagnosisSeen:
     return DiagnosisSeen(diagnosis=DiagnosisSnapshot.of(d), time=_now() if when is None else when)
 
 
-def wall_resolved(d: Diagnosis, when: float | None = None) -> WallResolved:
+def wall_resolved(d: DiagnosisView, when: float | None = None) -> WallResolved:
     return WallResolved(
         wall=d.wall.id,
         node=d.node,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from spark_tui.kb.diagnosis import Diagnosis
+from spark_tui.kb.diagnosis import DiagnosisSnapshot
 from spark_tui.nodes.state import NodeState
 from spark_tui.nodes.transport import Reachability
 
@@ -32,7 +32,7 @@ class LogLines:
 class DiagnosisRaised:
     """A wall seen for the first time on a node (or seen again: `count` grew)."""
 
-    diagnosis: Diagnosis
+    diagnosis: DiagnosisSnapshot  # frozen as it was: the book's record goes on changing
     new: bool
     time: float
 
@@ -42,7 +42,7 @@ class DiagnosisResolved:
     """A wall no longer holds: its readings cleared, its fix was verified, or a new launch
     attempt made its log lines history. The diagnosis keeps how (`resolution`)."""
 
-    diagnosis: Diagnosis
+    diagnosis: DiagnosisSnapshot  # frozen as it was: the book's record goes on changing
     time: float
 
 
@@ -51,7 +51,7 @@ class DiagnosisFixed:
     """A log wall whose fix was verified: fixed, waiting for the relaunch that proves it
     (then resolved; seen again, raised again)."""
 
-    diagnosis: Diagnosis
+    diagnosis: DiagnosisSnapshot  # frozen as it was: the book's record goes on changing
     time: float
 
 

@@ -49,7 +49,7 @@ from spark_tui.events import (
     NodeSampled,
     ReachabilityChanged,
 )
-from spark_tui.kb.diagnosis import Diagnosis, DiagnosisBook
+from spark_tui.kb.diagnosis import Diagnosis, DiagnosisBook, DiagnosisSnapshot
 from spark_tui.kb.loader import KnowledgeBase
 from spark_tui.kb.matcher import Matcher
 from spark_tui.kb.source import Source
@@ -263,7 +263,7 @@ class ClusterMonitor:
         with self._lock:
             self.attempt += 1
             resolved = [
-                d
+                d.snapshot()
                 for d in self._book
                 if d.resolved_at is None  # a fixed one too: this launch proves it
                 and not d.source.from_readings
@@ -302,10 +302,10 @@ class ClusterMonitor:
                     self._rules.forget_active(d.wall.id, d.source.subject)
                 elif last_launch_at is None or d.first_seen >= last_launch_at:
                     if d.mark_fixed(now, f"fixed: {how}; the next launch proves it"):
-                        fixed.append(d)
+                        fixed.append(d.snapshot())
                     continue
                 if d.resolve(now, f"fixed: {how}"):
-                    resolved.append(d)
+                    resolved.append(d.snapshot())
         for d in fixed:
             self.emit(DiagnosisFixed(d, now))
         for d in resolved:
@@ -329,9 +329,15 @@ class ClusterMonitor:
         self._drain()
 
     def diagnoses(self) -> DiagnosisBook:
-        """Every diagnosis so far, from logs and readings (read it under no lock: a snapshot
-        may be a round behind)."""
+        """The live book of diagnoses (the monitor and its rules change it: callers outside
+        the monitor read `snapshots()`)."""
         return self._book
+
+    def snapshots(self) -> list[DiagnosisSnapshot]:
+        """Every diagnosis so far, newest first, each frozen as it is now (under the lock:
+        no half-made change)."""
+        with self._lock:
+            return [d.snapshot() for d in self._book.newest_first()]
 
     def states(self) -> dict[str, NodeState]:
         """The latest NodeState of every node sampled so far."""
@@ -359,17 +365,18 @@ class ClusterMonitor:
             now = self.clock.now()
             states = dict(self._states)
             firings = self._rules.evaluate_states(states, now, recipe)
-            resolved = list(self._rules.resolved)
+            resolved = [d.snapshot() for d in self._rules.resolved]
             for f in firings:
                 if f.new:
                     f.diagnosis.attempt = self.attempt
             confirmed = self._book.confirm_with(facts_by_node)  # readings now agree with the log
-        raised = [DiagnosisRaised(f.diagnosis, f.new, now) for f in firings]
-        raised += [DiagnosisRaised(d, False, now) for d in confirmed]
+            # what the events carry: each diagnosis as it is now, frozen
+            raised = [DiagnosisRaised(f.diagnosis.snapshot(), f.new, now) for f in firings]
+            raised += [DiagnosisRaised(d.snapshot(), False, now) for d in confirmed]
         for event in raised:
             self.emit(event)
-        for d in resolved:
-            self.emit(DiagnosisResolved(d, now))
+        for snap in resolved:
+            self.emit(DiagnosisResolved(snap, now))
         return raised
 
     def last_reading_before_silence(self, node: str) -> float | None:
@@ -849,7 +856,7 @@ class ClusterMonitor:
                     if new:
                         diag.attempt = self.attempt
                     if self._announce(diag, new, now):
-                        raised.append(DiagnosisRaised(diag, new, now))
+                        raised.append(DiagnosisRaised(diag.snapshot(), new, now))
             if serving and self._serving[node].engine_seen:
                 self._own_log[node] = True  # this node's engine rank logs here itself
             if serving:  # the panes show progress without waiting for a round

@@ -22,7 +22,7 @@ import contextlib
 import dataclasses
 import functools
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +30,7 @@ from spark_tui import policy
 from spark_tui.clock import Clock, RealClock
 from spark_tui.errors import InputError, SparkTuiError
 from spark_tui.events import ActionProgress, DiagnosisRaised, DiagnosisResolved, Event
-from spark_tui.kb.diagnosis import Diagnosis
+from spark_tui.kb.diagnosis import DiagnosisSnapshot, DiagnosisView
 from spark_tui.kb.loader import KnowledgeBase
 from spark_tui.kb.matcher import Matcher
 from spark_tui.kb.schema import Fix
@@ -452,11 +452,12 @@ class Session:
     def states(self) -> dict[str, NodeState]:
         return self.monitor.states() if self.monitor is not None else {}
 
-    def diagnoses(self, include_resolved: bool = False) -> list[Diagnosis]:
-        """Diagnoses so far, newest first (active ones only unless asked)."""
+    def diagnoses(self, include_resolved: bool = False) -> list[DiagnosisSnapshot]:
+        """Diagnoses so far, newest first (active ones only unless asked), each frozen as it
+        is now: nothing outside the monitor changes the book's records."""
         if self.monitor is None:
             return []
-        out = self.monitor.diagnoses().newest_first()
+        out = self.monitor.snapshots()
         return out if include_resolved else [d for d in out if d.active]
 
     def fresh_facts(self, node: str | None) -> dict[str, object]:
@@ -517,7 +518,7 @@ class Session:
             matcher=self.matcher,
         )
 
-    def plan_fix(self, diagnosis: Diagnosis, fix: Fix) -> FixPlan:
+    def plan_fix(self, diagnosis: DiagnosisView, fix: Fix) -> FixPlan:
         """A wall's fix planned for this cluster and recipe (what the run runs)."""
         from spark_tui.remedy.fixes import plan_fix
 
@@ -534,7 +535,7 @@ class Session:
             containers=self.serving_containers(),
         )
 
-    def fix_lines(self, diagnosis: Diagnosis, fix: Fix) -> list[str]:
+    def fix_lines(self, diagnosis: DiagnosisView, fix: Fix) -> list[str]:
         """A fix's commands as planned for this cluster, without the title line (for a pane
         that redraws often: cached per wall, node and recipe revision)."""
         r = self.recipe()
@@ -769,13 +770,13 @@ class Session:
 
     def report(
         self,
-        diagnoses: list[Diagnosis] | None = None,
+        diagnoses: Sequence[DiagnosisView] | None = None,
         versions: dict[str, dict[str, str]] | None = None,
     ) -> str:
         """The Markdown incident report of this session (Reports)."""
         return self.reports.report(diagnoses, versions)
 
-    def export_report(self, diagnoses: list[Diagnosis] | None = None) -> Path:
+    def export_report(self, diagnoses: Sequence[DiagnosisView] | None = None) -> Path:
         """Write the report where it outlives the session; its path (Reports)."""
         return self.reports.export_report(diagnoses)
 

@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING
 from spark_tui.safefile import read_state_text, write_atomic
 
 if TYPE_CHECKING:
-    from spark_tui.kb.diagnosis import Diagnosis
+    from collections.abc import Sequence
+
+    from spark_tui.kb.diagnosis import DiagnosisView
     from spark_tui.session import Session
 
 
@@ -21,7 +23,7 @@ class Reports:
 
     def report(
         self,
-        diagnoses: list[Diagnosis] | None = None,
+        diagnoses: Sequence[DiagnosisView] | None = None,
         versions: dict[str, dict[str, str]] | None = None,
     ) -> str:
         """The Markdown incident report of this session (journal and revisions included)."""
@@ -44,7 +46,7 @@ class Reports:
                     data.evidence[f"{f.parent.name}/{f.name}"] = read_state_text(f)
         return build_report(data)
 
-    def export_report(self, diagnoses: list[Diagnosis] | None = None) -> Path:
+    def export_report(self, diagnoses: Sequence[DiagnosisView] | None = None) -> Path:
         """Write the report where it outlives the session (a simulation's state does not:
         its reports go to the temporary directory); its path."""
         import tempfile

@@ -257,10 +257,10 @@ def test_watch_json_says_when_readings_confirm_a_suspected_diagnosis() -> None:
     d, new = book.add_hit(hit, node="spark1")
     out = io.StringIO()
     printer = EventPrinter(as_json=True, out=out)
-    printer(DiagnosisRaised(d, new, 0.0))
-    printer(DiagnosisRaised(d, False, 1.0))  # seen again, as sure as before: nothing new
+    printer(DiagnosisRaised(d.snapshot(), new, 0.0))
+    printer(DiagnosisRaised(d.snapshot(), False, 1.0))  # seen again, as sure as before: nothing new
     book.confirm_with({"spark1": {"nccl.library_builds": 2}})
-    printer(DiagnosisRaised(d, False, 2.0))  # the monitor's round: readings agree now
+    printer(DiagnosisRaised(d.snapshot(), False, 2.0))  # the monitor's round: readings agree now
     lines = [json.loads(x) for x in out.getvalue().splitlines()]
     assert [(x["confidence"], x["severity"]) for x in lines] == [
         ("suspected", "warning"),

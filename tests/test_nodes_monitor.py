@@ -317,3 +317,38 @@ def test_a_relaunch_under_the_same_name_is_no_restart_loop(tmp_path, relaunch: b
         mon.stop()
     loops = [e for e in events.of(DiagnosisRaised) if e.diagnosis.wall.id == "restart-loop"]
     assert (loops == []) if relaunch else loops, loops
+
+
+def test_events_carry_frozen_snapshots_the_book_goes_on_changing(tmp_path: Path) -> None:
+    """A raised event keeps the diagnosis as it was when raised: the same wall seen again,
+    then made history by a new launch attempt, changes the book, never an event already
+    sent; nothing can change what an event carried."""
+    import dataclasses
+
+    from spark_tui.events import DiagnosisResolved
+
+    mon, events, _node = local_monitor(tmp_path, LEAKED_MEMINFO, dmon=False, auto_tail=False)
+    mon.feed_line("box", "serve", FREE_MEMORY_LINE)
+    mon.feed_line("box", "serve", FREE_MEMORY_LINE)
+    (first,) = [
+        e for e in events.of(DiagnosisRaised) if e.diagnosis.wall.id == "vllm-free-memory-low"
+    ]
+    live = next(d for d in mon.diagnoses() if d.wall.id == "vllm-free-memory-low")
+    assert (first.new, first.diagnosis.state) == (True, "active")
+    assert (first.diagnosis.count, live.count) == (1, 2)  # seen again: the book's, not the event's
+    mon.new_attempt(["box"])
+    (resolved,) = [
+        e for e in events.of(DiagnosisResolved) if e.diagnosis.wall.id == "vllm-free-memory-low"
+    ]
+    assert resolved.diagnosis.state == "resolved"
+    assert "new one began" in resolved.diagnosis.resolution
+    assert live.state == "resolved" and live is not resolved.diagnosis
+    # what was sent before stays as it was
+    assert (first.diagnosis.count, first.diagnosis.state, first.diagnosis.resolved_at) == (
+        1,
+        "active",
+        None,
+    )
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        first.diagnosis.count = 99  # type: ignore[misc]
+    assert isinstance(first.diagnosis.evidence_lines, tuple)

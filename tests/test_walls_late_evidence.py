@@ -69,7 +69,7 @@ def raised(wall_id: str, facts: dict, node: str = "spark2") -> DiagnosisRaised:
     firing = next(
         f for f in engine.evaluate({node: facts}, 100.0) if f.diagnosis.wall.id == wall_id
     )
-    return DiagnosisRaised(firing.diagnosis, firing.new, 100.0)
+    return DiagnosisRaised(firing.diagnosis.snapshot(), firing.new, 100.0)
 
 
 def test_reboot_evidence_is_collected_at_once_read_only_and_lands_in_the_report(

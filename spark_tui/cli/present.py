@@ -10,7 +10,7 @@ from rich.console import Console, Group, RenderableType
 from rich.panel import Panel
 from rich.text import Text
 
-from spark_tui.kb.diagnosis import Diagnosis
+from spark_tui.kb.diagnosis import DiagnosisView
 from spark_tui.kb.schema import CONFIDENCE_WORDS, FROM_LOG, SUSPECTED, Fix
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "info": "bold cyan"}
@@ -36,7 +36,7 @@ def fix_block(fix: Fix, index: int) -> Text:
     return text
 
 
-def diagnosis_panel(d: Diagnosis) -> Panel:
+def diagnosis_panel(d: DiagnosisView) -> Panel:
     w = d.wall
     head = Text()
     head.append(f"{d.severity.upper():8}", style=SEVERITY_STYLE[d.severity])
@@ -66,7 +66,7 @@ def diagnosis_panel(d: Diagnosis) -> Panel:
     )
 
 
-def print_diagnoses(diagnoses: Iterable[Diagnosis], files: list[str]) -> None:
+def print_diagnoses(diagnoses: Iterable[DiagnosisView], files: list[str]) -> None:
     out = console()
     diagnoses = list(diagnoses)
     if not diagnoses:

@@ -94,7 +94,7 @@ class EventPrinter:
         elif isinstance(said, DiagnosisSeen):
             d = said.diagnosis
             where = d.node or "cluster"
-            self.write(said, f"{d.severity:7} {where:10} {d.wall}: {d.evidence}")
+            self.write(said, f"{d.severity:7} {where:10} {d.wall.id}: {d.evidence}")
 
 
 def run(args: argparse.Namespace) -> int:

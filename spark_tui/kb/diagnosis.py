@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -43,9 +44,91 @@ def source_kind(source: object) -> str:
     return "recipe" if text.startswith("recipe:") else "log"
 
 
+class DiagnosisView:
+    """What can be read of a diagnosis, live (`Diagnosis`, the book's record) or frozen
+    (`DiagnosisSnapshot`, what events and front ends carry): one reading of both."""
+
+    wall: Wall
+    source: Source
+    line: int
+    evidence: str
+    count: int
+    node: str | None
+    cause: str | None
+    cause_node: str | None
+    first_seen: float
+    last_seen: float
+    fix_ids: tuple[str, ...]
+    resolved_at: float | None
+    resolution: str
+    fixed_at: float | None
+    fixed_how: str
+    attempt: int
+    confidence: str
+    confirm: Sequence[tuple[Condition, ...]]  # a list live, a tuple frozen
+    evidence_lines: Sequence[tuple[int, str]]
+    reason: str
+
+    @property
+    def active(self) -> bool:
+        return self.resolved_at is None and self.fixed_at is None
+
+    @property
+    def state(self) -> str:
+        """Its life: "active" → "fixed" (a verified fix, waiting for the relaunch that proves
+        it) → "resolved"; seen again, "active" again."""
+        if self.resolved_at is not None:
+            return "resolved"
+        return "fixed" if self.fixed_at is not None else "active"
+
+    @property
+    def severity(self) -> str:
+        """The wall's severity; one step lower while the diagnosis is only suspected."""
+        return severity_for(self.wall.severity, self.confidence)
+
+    def confirm_with(self) -> list[str]:
+        """The readings that would confirm it (empty once confirmed)."""
+        if self.confidence == CONFIRMED:
+            return []
+        return [" and ".join(str(c) for c in conds) for conds in self.confirm]
+
+    @property
+    def target_node(self) -> str | None:
+        """Where a fix aimed at 'the node where it was seen' should go: the node the
+        cause holds on, else the node that showed the evidence."""
+        return self.cause_node or self.node
+
+    def fixes(self) -> tuple[str, ...]:
+        return self.fix_ids or tuple(f.id for f in self.wall.fixes)
+
+    def to_json(self) -> dict[str, Any]:
+        """The object `triage --json` prints (docs/json.md); a resolved one says how."""
+        out: dict[str, Any] = {
+            "wall": self.wall.id,
+            "title": self.wall.title,
+            "severity": self.severity,
+            "confidence": self.confidence,
+            "confirm_with": self.confirm_with(),
+            "file": str(self.source),
+            "line": self.line,
+            "count": self.count,
+            "evidence": self.evidence,
+            "fixes": list(self.fixes()),
+        }
+        if self.reason and self.confidence == SUSPECTED:
+            out["reason"] = self.reason
+        if self.state == "fixed":
+            out["fixed"] = self.fixed_how
+        elif self.state == "resolved":
+            out["resolved"] = self.resolution
+        return out
+
+
 @dataclass
-class Diagnosis:
-    """One wall seen in one source (a log file, a node's stream, a node's readings)."""
+class Diagnosis(DiagnosisView):
+    """One wall seen in one source (a log file, a node's stream, a node's readings): the
+    book's live record. Only the book and the monitor's rules change it; everything else
+    gets a `snapshot()`."""
 
     wall: Wall
     source: Source
@@ -71,18 +154,6 @@ class Diagnosis:
     confirm: list[tuple[Condition, ...]] = field(default_factory=list)  # what would confirm it
     reason: str = ""  # why it is only suspected, when its signature alone does not say
 
-    @property
-    def active(self) -> bool:
-        return self.resolved_at is None and self.fixed_at is None
-
-    @property
-    def state(self) -> str:
-        """Its life: "active" → "fixed" (a verified fix, waiting for the relaunch that proves
-        it) → "resolved"; seen again, "active" again."""
-        if self.resolved_at is not None:
-            return "resolved"
-        return "fixed" if self.fixed_at is not None else "active"
-
     def resolve(self, now: float, how: str) -> bool:
         """Mark it resolved (once); False when it already was."""
         if self.resolved_at is not None:
@@ -97,17 +168,6 @@ class Diagnosis:
         self.fixed_at, self.fixed_how = now, how
         return True
 
-    @property
-    def severity(self) -> str:
-        """The wall's severity; one step lower while the diagnosis is only suspected."""
-        return severity_for(self.wall.severity, self.confidence)
-
-    def confirm_with(self) -> list[str]:
-        """The readings that would confirm it (empty once confirmed)."""
-        if self.confidence == CONFIRMED:
-            return []
-        return [" and ".join(str(c) for c in conds) for conds in self.confirm]
-
     def check_confirmed(self, facts: dict[str, object] | None) -> bool:
         """Confirm it when readings agree; True if that changed it."""
         if self.confidence == CONFIRMED or not facts:
@@ -117,81 +177,65 @@ class Diagnosis:
             return True
         return False
 
-    @property
-    def target_node(self) -> str | None:
-        """Where a fix aimed at 'the node where it was seen' should go: the node the
-        cause holds on, else the node that showed the evidence."""
-        return self.cause_node or self.node
-
-    def fixes(self) -> tuple[str, ...]:
-        return self.fix_ids or tuple(f.id for f in self.wall.fixes)
-
-    def to_json(self) -> dict[str, Any]:
-        """The object `triage --json` prints (docs/json.md); a resolved one says how."""
-        return DiagnosisSnapshot.of(self).to_json()
+    def snapshot(self) -> DiagnosisSnapshot:
+        """It as it is now, frozen: what events, front ends and JSON carry."""
+        return DiagnosisSnapshot(
+            wall=self.wall,
+            source=self.source,
+            line=self.line,
+            evidence=self.evidence,
+            count=self.count,
+            node=self.node,
+            cause=self.cause,
+            cause_node=self.cause_node,
+            first_seen=self.first_seen,
+            last_seen=self.last_seen,
+            evidence_lines=tuple(self.evidence_lines),
+            fix_ids=self.fix_ids,
+            resolved_at=self.resolved_at,
+            resolution=self.resolution,
+            fixed_at=self.fixed_at,
+            fixed_how=self.fixed_how,
+            attempt=self.attempt,
+            confidence=self.confidence,
+            confirm=tuple(self.confirm),
+            reason=self.reason,
+        )
 
 
 @dataclass(frozen=True)
-class DiagnosisSnapshot:
-    """A diagnosis as it was when reported (`triage --json`'s entry plus node and cause)."""
+class DiagnosisSnapshot(DiagnosisView):
+    """A diagnosis as it was when reported: what events carry, front ends show and JSON
+    prints (`to_json`). Frozen: the book's live record goes on changing, this does not."""
 
-    wall: str
-    title: str
-    severity: str
-    confidence: str
-    confirm_with: tuple[str, ...]
-    file: str
+    wall: Wall
+    source: Source
     line: int
-    count: int
     evidence: str
-    fixes: tuple[str, ...]
+    count: int
     node: str | None
     cause: str | None
-    resolved: str | None  # how, once it no longer holds
-    reason: str | None = None  # why only suspected
-    fixed: str | None = None  # its fix verified, waiting for the relaunch that proves it
+    cause_node: str | None
+    first_seen: float
+    last_seen: float
+    evidence_lines: tuple[tuple[int, str], ...]
+    fix_ids: tuple[str, ...]
+    resolved_at: float | None
+    resolution: str
+    fixed_at: float | None
+    fixed_how: str
+    attempt: int
+    confidence: str
+    confirm: tuple[tuple[Condition, ...], ...]
+    reason: str
 
     @classmethod
-    def of(cls, d: Diagnosis) -> DiagnosisSnapshot:
-        return cls(
-            wall=d.wall.id,
-            title=d.wall.title,
-            severity=d.severity,
-            confidence=d.confidence,
-            confirm_with=tuple(d.confirm_with()),
-            file=str(d.source),
-            line=d.line,
-            count=d.count,
-            evidence=d.evidence,
-            fixes=tuple(d.fixes()),
-            node=d.node,
-            cause=d.cause,
-            resolved=d.resolution if d.state == "resolved" else None,
-            fixed=d.fixed_how if d.state == "fixed" else None,
-            reason=d.reason if d.reason and d.confidence == SUSPECTED else None,
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        """The object `triage --json` prints for it."""
-        out: dict[str, Any] = {
-            "wall": self.wall,
-            "title": self.title,
-            "severity": self.severity,
-            "confidence": self.confidence,
-            "confirm_with": list(self.confirm_with),
-            "file": self.file,
-            "line": self.line,
-            "count": self.count,
-            "evidence": self.evidence,
-            "fixes": list(self.fixes),
-        }
-        if self.reason is not None:
-            out["reason"] = self.reason
-        if self.fixed is not None:
-            out["fixed"] = self.fixed
-        elif self.resolved is not None:
-            out["resolved"] = self.resolved
-        return out
+    def of(cls, d: DiagnosisView) -> DiagnosisSnapshot:
+        """A frozen copy of a diagnosis (a snapshot is its own)."""
+        if isinstance(d, DiagnosisSnapshot):
+            return d
+        assert isinstance(d, Diagnosis)
+        return d.snapshot()
 
 
 class DiagnosisBook:

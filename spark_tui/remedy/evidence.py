@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Protocol
 
 from spark_tui.events import DiagnosisRaised, Event
-from spark_tui.kb.diagnosis import Diagnosis
+from spark_tui.kb.diagnosis import DiagnosisSnapshot
 from spark_tui.kb.schema import Fix
 from spark_tui.nodes.cluster import ClusterConfig
 from spark_tui.nodes.transport import NodeUnreachable, Transport
@@ -181,7 +181,7 @@ class AutoEvidence:
             self._maybe_collect(event.diagnosis, event.time)
         self.emit(event)
 
-    def _maybe_collect(self, diag: Diagnosis, now: float) -> None:
+    def _maybe_collect(self, diag: DiagnosisSnapshot, now: float) -> None:
         fix_ids = diag.fixes()
         first = diag.wall.fix(fix_ids[0]) if fix_ids else None
         if first is None or not evidence_only(first):

@@ -7,11 +7,11 @@ forum post or a GitHub issue as it is.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from spark_tui.kb.diagnosis import Diagnosis
+from spark_tui.kb.diagnosis import Diagnosis, DiagnosisView
 from spark_tui.kb.loader import KnowledgeBase
 from spark_tui.kb.source import Source
 from spark_tui.nodes.cluster import ClusterConfig
@@ -31,7 +31,7 @@ class ReportData:
     recipe: Recipe | None = None
     revisions: list[Revision] = field(default_factory=list)
     versions: dict[str, dict[str, str]] = field(default_factory=dict)  # node -> name -> text
-    diagnoses: list[Diagnosis] = field(default_factory=list)
+    diagnoses: Sequence[DiagnosisView] = field(default_factory=list)
     journal: list[dict[str, Any]] = field(default_factory=list)
     journal_skipped: list[str] = field(default_factory=list)  # "file:line: why"
     evidence: dict[str, str] = field(default_factory=dict)  # file name -> text

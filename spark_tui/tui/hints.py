@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from spark_tui.kb.diagnosis import Diagnosis
+from spark_tui.kb.diagnosis import DiagnosisSnapshot
 
 ACTION_WORDS = {
     "launch": "launching",
@@ -29,7 +29,7 @@ class Situation:
 
     recipe: str | None = None  # the recipe's id
     running: str | None = None  # the action running now (launch, relaunch, fix, …)
-    wall: Diagnosis | None = None  # the active wall shown (None: none, or an info one)
+    wall: DiagnosisSnapshot | None = None  # the active wall shown (None: none, or an info one)
     fix_title: str | None = None  # its marked fix
     fix_number: int = 1
     fixed: bool = False  # the last fix worked and asks for a relaunch to show it

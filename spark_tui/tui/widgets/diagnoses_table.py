@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import DataTable
 
-from spark_tui.kb.diagnosis import Diagnosis
+from spark_tui.kb.diagnosis import DiagnosisSnapshot
 from spark_tui.kb.schema import SEVERITY_RANK, SUSPECTED
 from spark_tui.tui.formatting import clock_hms
 from spark_tui.tui.messages import DiagnosisChosen
@@ -15,12 +15,12 @@ SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "green"}
 FIXED_WIDTH = 8 + 4 + 9 + 8 + 1 + 1  # node, n, state, seen (each with its gap), the scrollbar
 
 
-def diagnosis_key(d: Diagnosis) -> str:
+def diagnosis_key(d: DiagnosisSnapshot) -> str:
     """The row key of a diagnosis: 'wall|source'."""
     return f"{d.wall.id}|{d.source}"
 
 
-def row_order(d: Diagnosis) -> tuple:
+def row_order(d: DiagnosisSnapshot) -> tuple:
     """Active before resolved; then errors, warnings, infos; then newest first."""
     seen = d.last_seen or d.first_seen
     return (not d.active, SEVERITY_RANK.get(d.severity, 9), -seen, d.wall.id, str(d.source))
@@ -32,7 +32,7 @@ class DiagnosesTable(DataTable):
 
     def __init__(self, *, simulated: bool = False, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=False, cell_padding=0)
-        self.diagnoses: dict[str, Diagnosis] = {}
+        self.diagnoses: dict[str, DiagnosisSnapshot] = {}
         self.simulated = simulated
         self._order: list[str] = []
         self._walls: dict[str, Text] = {}  # the wall cell of each row, as stored
@@ -56,7 +56,7 @@ class DiagnosesTable(DataTable):
             self._require_update_dimensions = True
             self.refresh()
 
-    def upsert(self, d: Diagnosis) -> str:
+    def upsert(self, d: DiagnosisSnapshot) -> str:
         """Add or update the row of a diagnosis; returns its key."""
         key = diagnosis_key(d)
         self.diagnoses[key] = d

@@ -10,19 +10,19 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from spark_tui.driver import changes_something, fix_for
-from spark_tui.kb.diagnosis import Diagnosis
+from spark_tui.kb.diagnosis import DiagnosisSnapshot
 from spark_tui.kb.schema import CONFIDENCE_WORDS, SUSPECTED, Fix
 from spark_tui.redact import redact
 from spark_tui.tui.formatting import clock_hms
 
 RISK_STYLE = {"safe": "green", "disruptive": "yellow", "destructive": "bold red"}
-FixRenderer = Callable[[Diagnosis, Fix], list[str]]
+FixRenderer = Callable[[DiagnosisSnapshot, Fix], list[str]]
 
 
 class DiagnosisDetail(VerticalScroll):
     """Shows one diagnosis; `fix_index` is the fix `a` would apply (marked ▶)."""
 
-    diagnosis: reactive[Diagnosis | None] = reactive(None, always_update=True)
+    diagnosis: reactive[DiagnosisSnapshot | None] = reactive(None, always_update=True)
     fix_index: reactive[int] = reactive(0)
     compact: reactive[bool] = reactive(False)  # little room: only the marked fix's commands
     problem: reactive[str | None] = reactive(None)  # what is wrong with the cluster's recipe
@@ -31,13 +31,13 @@ class DiagnosisDetail(VerticalScroll):
         self,
         render_fix: FixRenderer,
         *,
-        changes: Callable[[Diagnosis, Fix], bool] | None = None,
+        changes: Callable[[DiagnosisSnapshot, Fix], bool] | None = None,
         id: str | None = None,
     ) -> None:
         super().__init__(id=id)
         self._render_fix = render_fix
         self._changes = changes  # the driver's judgement (else: from the rendered lines)
-        self._shown: tuple[int, int, bool] | None = None
+        self._shown: tuple[str, str, int, str, str] | None = None
         self.can_focus = True
 
     def compose(self):
@@ -69,10 +69,15 @@ class DiagnosisDetail(VerticalScroll):
         if self.fixes():
             self.fix_index = (self.fix_index + 1) % len(self.fixes())
 
-    def watch_diagnosis(self, old: Diagnosis | None, new: Diagnosis | None) -> None:
+    def watch_diagnosis(self, old: DiagnosisSnapshot | None, new: DiagnosisSnapshot | None) -> None:
         if old is None or new is None or old.wall.id != new.wall.id:
             self.fix_index = 0
-        shown = (id(new), len(new.evidence_lines), new.active) if new is not None else None
+        # a snapshot per event: redraw when what it shows changed, not for every copy
+        shown = (
+            (new.wall.id, str(new.source), len(new.evidence_lines), new.state, new.confidence)
+            if new is not None
+            else None
+        )
         if shown == self._shown:
             return  # seen again with no new evidence: the table's count says it, no redraw
         self._shown = shown
