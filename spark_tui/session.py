@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from spark_tui import policy
-from spark_tui.clock import Clock, RealClock
+from spark_tui.clock import Clock
 from spark_tui.errors import InputError, SparkTuiError
 from spark_tui.events import ActionProgress, DiagnosisRaised, DiagnosisResolved, Event
 from spark_tui.kb.diagnosis import DiagnosisSnapshot, DiagnosisView
@@ -39,11 +39,15 @@ from spark_tui.nodes.state import NodeState
 from spark_tui.nodes.transport import Transport
 from spark_tui.recipes.plan import LaunchPlan
 from spark_tui.recipes.revisions import RevisionStore
-from spark_tui.remedy.fixes import Confirm, FixPlan, FixResult, RunEnvironment, action_plan
+from spark_tui.remedy.fixes import Confirm, FixPlan, FixResult, RunEnvironment
 from spark_tui.remedy.journal import Journal, UnfinishedRun, unfinished
 from spark_tui.remedy.launch import AutoRelaunchGuard
 from spark_tui.session_adopt import Adoption
+from spark_tui.session_checks import Checks
+from spark_tui.session_open import open_session
+from spark_tui.session_plans import Plans
 from spark_tui.session_report import Reports
+from spark_tui.session_revisions import RecipeRevisions
 from spark_tui.session_status import NodeStatus, StatusReader
 from spark_tui.state import StateDir
 
@@ -115,91 +119,20 @@ class Session:
         self._evidence: AutoEvidence | None = None
         self._last_launch_at: float | None = None
         self._last_tok_s: float | None = None
-        self._preview_cache: dict[tuple, list[str]] = {}
         self._adopted: dict[str, Recipe] = {}  # recipes adopted from what runs, this session
-        self._weights_at: dict[str, str | None] = {}  # model id -> plain directory (launch_cluster)
         self.closing = threading.Event()  # set by close(): an action's waits end early
         # the named services this composition root hands its parts to
         self.adoption = Adoption(self)
         self.status_reader = StatusReader(self)
         self.reports = Reports(self)
+        self.checks = Checks(self)
+        self.plans = Plans(self)
+        self.recipe_revisions = RecipeRevisions(self)
         self._closed = False
 
     # ---- opening and closing ---------------------------------------------------------
-    @classmethod
-    def open(
-        cls,
-        config: str | Path | None = None,
-        *,
-        scenario: str | None = None,
-        recipe: str | None = None,
-        speed: float | None = None,
-        clock: Clock | None = None,
-        keep_state: bool = False,
-        read_only: bool = False,
-        no_config: str = "simulate",
-        sim_nodes: int | None = None,
-        demo_flag: bool = True,
-    ) -> Session:
-        """`scenario` plays a simulated cluster (at `speed`, or on `clock`; `sim_nodes` nodes;
-        its state kept when `keep_state`); else `config` (a cluster.yaml), else ./cluster.yaml
-        or ~/.config/spark-tui/cluster.yaml; with none, `no_config` says what to do:
-        "simulate" (the simulated cluster, saying so), "refuse" (InputError), or "offline"
-        (no nodes, the real state: a report of the journal). `recipe` names the recipe to use
-        instead of cluster.yaml's; `read_only` refuses every change from here on."""
-        from spark_tui.kb.loader import load_knowledge
-
-        if read_only:
-            policy.set_read_only(True)
-        kb = load_knowledge()
-        if scenario is None:
-            from spark_tui.nodes.config import cluster_config_path, load_cluster
-
-            path = cluster_config_path(config)
-            if path is not None:
-                from spark_tui.nodes.transports import open_transports
-
-                cluster = load_cluster(path)
-                return cls(
-                    cluster,
-                    open_transports(cluster),
-                    clock or RealClock(),
-                    kb,
-                    StateDir.real(),
-                    recipe_id=recipe or cluster.recipe,
-                )
-            if no_config == "refuse":
-                from spark_tui import paths
-
-                raise InputError(
-                    "no cluster.yaml (./cluster.yaml or ~/.config/spark-tui/cluster.yaml): "
-                    f"write one (see {paths.doc('cluster-yaml.md')} or 'spark-tui discover') "
-                    "or pass --config FILE"
-                    + (", or --demo SCENARIO for the simulated cluster" if demo_flag else "")
-                )
-            if no_config == "offline":
-                empty = ClusterConfig(nodes=(), source="<no cluster.yaml>")
-                return cls(empty, {}, clock or RealClock(), kb, StateDir.real(), recipe_id=recipe)
-        from spark_tui.sim import DEFAULT_SCENARIO, build_sim_cluster
-
-        name = scenario or DEFAULT_SCENARIO
-        kwargs: dict[str, Any] = {"nodes": sim_nodes} if sim_nodes else {}
-        if clock is not None:
-            kwargs["clock"] = clock
-        elif speed:
-            kwargs["speed"] = speed
-        sim = build_sim_cluster(name, **kwargs)
-        return cls(
-            sim.config,
-            dict(sim.transports),
-            sim.clock,
-            kb,
-            StateDir.for_simulation(name, keep=keep_state),
-            sim=sim,
-            scenario=name,
-            no_cluster_yaml=scenario is None,
-            recipe_id=recipe,
-        )
+    # `Session.open(config, scenario=…, recipe=…, …)`: the only opener (session_open)
+    open = classmethod(open_session)
 
     def close(self) -> None:
         """Stop the monitor, close every connection, drop a simulation's scratch state."""
@@ -333,57 +266,18 @@ class Session:
         return r.facts() if r is not None else {}
 
     def undo(self) -> Recipe:
-        """Back to the recipe revision before the last patch (every revision stays on disk)."""
-        r = self.recipe()
-        if r is None:
-            raise InputError("no recipe in use: nothing to undo")
-        back = self.revisions.undo(r.id)
-        self.journal.append(event="recipe-undo", recipe=r.id, revision=back.revision)
-        return self.use_recipe(back)
+        """Back to the recipe revision before the last patch (RecipeRevisions)."""
+        return self.recipe_revisions.undo()
 
     def rollback_preview(self, recipe_id: str | None = None) -> tuple[Recipe, Served, str]:
-        """(the recipe in use, the launch that last served, the diff a rollback applies) for
-        the recipe in use or `recipe_id`; InputError when none of its launches served."""
-        from spark_tui.recipes.revisions import last_served, unified_diff
-
-        r = self.recipes().get(recipe_id) if recipe_id else self.recipe()
-        if r is None:
-            raise InputError("no recipe in use: name one to roll back")
-        current = self.revisions.current(r.id) or r
-        served = last_served(self.revisions, r.id)
-        if served is None:
-            raise InputError(
-                f"recipe {r.id!r} never served here (no launch's smoke request answered): "
-                "nothing to roll back to"
-            )
-        return current, served, unified_diff(current, served.recipe, r.id)
+        """(recipe in use, the launch that last served, the diff) (RecipeRevisions)."""
+        return self.recipe_revisions.rollback_preview(recipe_id)
 
     def rollback(self, recipe_id: str | None = None) -> Recipe:
-        """Back to the image and recipe revision that last served, as a new revision (every
-        revision stays on disk); journaled before and after. Takes effect at the next launch."""
-        from spark_tui.recipes import revisions
+        """Back to what last served, as a new revision; journaled (RecipeRevisions)."""
+        return self.recipe_revisions.rollback(recipe_id)
 
-        current, served, diff = self.rollback_preview(recipe_id)
-        policy.refuse_if_read_only(f"roll back recipe {current.id}")
-        self.journal.append(
-            event="started",
-            action="recipe-rollback",
-            recipe=current.id,
-            revision=current.revision,
-            to_revision=served.revision,
-            image=served.image,
-        )
-        after = revisions.rollback(self.revisions, current, served) if diff else current
-        self.journal.append(
-            event="finished",
-            action="recipe-rollback",
-            recipe=current.id,
-            revision=after.revision,
-            ok=True,
-        )
-        return self.use_recipe(after)
-
-    # ---- the live monitor ----------------------------------------------------------------
+    # ---- the live monitor    # ---- the live monitor ----------------------------------------------------------------
     def subscribe(self, listener: Listener) -> None:
         """Receive every monitor event (from the monitor's threads: be thread-safe)."""
         with self._listen_lock:
@@ -519,82 +413,24 @@ class Session:
         )
 
     def plan_fix(self, diagnosis: DiagnosisView, fix: Fix) -> FixPlan:
-        """A wall's fix planned for this cluster and recipe (what the run runs)."""
-        from spark_tui.remedy.fixes import plan_fix
-
-        names = {n.name for n in self.config.nodes}
-        seen = diagnosis.target_node if diagnosis.target_node in names else None
-        launches = any(a.type in ("relaunch", "restart-ray") for a in fix.actions)
-        return plan_fix(
-            fix,
-            self.launch_cluster(self.recipe()) if launches else self.config,
-            recipe=self.recipe(),
-            seen=seen,
-            wall=diagnosis.wall.id,
-            recipes=self.recipes().recipes,
-            containers=self.serving_containers(),
-        )
+        """A wall's fix planned for this cluster and recipe (Plans: what the run runs)."""
+        return self.plans.plan_fix(diagnosis, fix)
 
     def fix_lines(self, diagnosis: DiagnosisView, fix: Fix) -> list[str]:
-        """A fix's commands as planned for this cluster, without the title line (for a pane
-        that redraws often: cached per wall, node and recipe revision)."""
-        r = self.recipe()
-        key = (diagnosis.wall.id, fix.id, diagnosis.target_node, r and (r.id, r.revision))
-        lines = self._preview_cache.get(key)
-        if lines is None:
-            try:
-                lines = self.plan_fix(diagnosis, fix).preview_lines()[1:]
-            except SparkTuiError as exc:
-                lines = [f"# cannot plan it for this cluster: {exc}"]
-            self._preview_cache[key] = lines
-        return lines
+        """A fix's commands as planned here, without the title line (Plans; cached)."""
+        return self.plans.fix_lines(diagnosis, fix)
 
     def plan_launch(self, clean: bool | None = None) -> FixPlan:
-        """(Re)launch the recipe in use: stop the stack, drop caches (as the recipe says,
-        unless `clean` says otherwise), Ray, serve, smoke."""
-        recipe = self._require_recipe("launch")
-        serves = any(st.engine is not None for st in self.states().values())
-        verb = "Relaunch" if serves or self._last_launch_at is not None else "Launch"
-        return action_plan(
-            "relaunch",
-            f"{verb} {recipe.id} (rev {recipe.revision})",
-            [("relaunch", {"clean": recipe.drop_caches if clean is None else clean})],
-            self.launch_cluster(recipe),
-            recipe,
-        )
+        """(Re)launch the recipe in use (Plans)."""
+        return self.plans.plan_launch(clean)
 
     def launch_cluster(self, recipe: Recipe | None) -> ClusterConfig:
-        """The cluster as a launch plan sees it: with where the head node holds the recipe's
-        weights when that is a plain directory, not the hub layout (read once per model)."""
-        from spark_tui.nodes.model_paths import plain_model_dir
-
-        head = self.config.head if self.config.nodes else None
-        if recipe is None or head is None or head.name not in self.transports:
-            return self.config
-        if policy.read_only():  # no launch runs: nothing is read for one
-            return self.config
-        key = recipe.model.path
-        if key not in self._weights_at:
-            try:
-                self._weights_at[key] = plain_model_dir(
-                    key, recipe.volumes, self.config.models_dir, self.transports[head.name], head
-                )
-            except SparkTuiError:  # unreachable: the launch finds out
-                self._weights_at[key] = None
-        found = self._weights_at[key]
-        if not found:
-            return self.config
-        return dataclasses.replace(self.config, weights_at={key: found})
+        """The cluster as a launch plan sees it (Plans)."""
+        return self.plans.launch_cluster(recipe)
 
     def plan_stop(self) -> FixPlan:
-        """Stop the serving stack and Ray on every node (containers renamed aside: logs kept)."""
-        return action_plan(
-            "stop",
-            "Stop serving and Ray on every node",
-            [("stop-stack", {"on": "all"})],
-            self.config,
-            self.recipe(),
-        )
+        """Stop the serving stack and Ray on every node (Plans)."""
+        return self.plans.plan_stop()
 
     def apply(
         self,
@@ -656,105 +492,16 @@ class Session:
 
     # ---- read-only views ---------------------------------------------------------------------
     def doctor(self) -> DoctorReport:
-        """Read-only preflight of every node; its readings feed the monitor's walls too, so
-        the doctor and the walls list never disagree."""
-        from spark_tui.nodes.doctor import run_doctor
-        from spark_tui.nodes.model_paths import recipe_model_paths
-
-        recipe = self.recipe()
-        report = run_doctor(
-            self.config,
-            self.transports,
-            self.kb,
-            self.clock,
-            recipe_facts=recipe.facts() if recipe else None,
-            image=recipe.image if recipe else None,
-            model_paths=(
-                recipe_model_paths(recipe.model.path, recipe.volumes, self.config.models_dir)
-                if recipe
-                else ()
-            ),
-            fit_recipe=recipe,
-            serving=(
-                {n: st.serving for n, st in self.monitor.states().items()}
-                if self.monitor is not None
-                else None
-            ),
-        )
-        if self.monitor is not None:
-            self.monitor.adopt(report.states)
-        return report
+        """Read-only preflight of every node (Checks)."""
+        return self.checks.doctor()
 
     def fit(self, recipe: Recipe) -> tuple[FitReport, dict[str, str]]:
-        """Whether a recipe's model fits each node's memory now (one round of readings), and
-        the nodes that could not be read (name -> why)."""
-        from spark_tui.recipes.fit import fit_nodes, read_states
-
-        if len(self.config.nodes) < recipe.nodes:
-            raise InputError(
-                f"recipe {recipe.id!r} needs {recipe.nodes} nodes; the cluster "
-                f"({self.config.source}) has {len(self.config.nodes)}"
-            )
-        nodes = [self.config.head, *self.config.workers][: recipe.nodes]
-        states = read_states(nodes, self.transports, self.clock)
-        unreachable = {
-            n: st.unavailable.get("node", "") for n, st in states.items() if not st.reachable
-        }
-        measured = None
-        head = self.config.head
-        if recipe.model.checkpoint_bytes is None and states.get(head.name, None) is not None:
-            from spark_tui.nodes.model_paths import model_size, recipe_model_paths
-
-            paths = recipe_model_paths(recipe.model.path, recipe.volumes, self.config.models_dir)
-            if states[head.name].reachable and paths:
-                size, where = model_size(self.transports[head.name], head, paths)
-                if size:
-                    measured = (size, f"measured on {head.name}: {where}")
-        return fit_nodes(recipe, self.config, states, measured), unreachable
+        """Whether a recipe's model fits each node's memory now (Checks)."""
+        return self.checks.fit(recipe)
 
     def check_flags(self, recipe: Recipe) -> FlagReport:
-        """Run the recipe image's own --help in a throw-away container on the node that
-        starts the serve command (nothing running is stopped) and report the flags its engine
-        does not know, with their new names where the knowledge base has them. Journaled."""
-        from spark_tui.nodes.transport import NodeUnreachable
-        from spark_tui.recipes import flagcheck
-
-        if len(self.config.nodes) < recipe.nodes:
-            raise InputError(
-                f"recipe {recipe.id!r} needs {recipe.nodes} nodes; the cluster "
-                f"({self.config.source}) has {len(self.config.nodes)}"
-            )
-        node, words = flagcheck.serve_words(recipe, self.config)
-        report = flagcheck.FlagReport(recipe.id, recipe.image or "", node, recipe.engine)
-        if not recipe.image:
-            report.error = "the recipe names no image (--set image=NAME)"
-            return report
-        policy.refuse_if_read_only(f"start a throw-away container of {recipe.image} on {node}")
-        command = flagcheck.help_command(recipe, recipe.image, words)
-        self.journal.append(event="started", action="check-flags", node=node, command=command)
-        try:
-            res = self.transports[node].run(command, timeout=600.0)
-        except NodeUnreachable as exc:
-            self.journal.append(event="finished", action="check-flags", node=node, ok=False)
-            report.error = f"{node} unreachable ({exc})"
-            return report
-        known, unknown, renamed = flagcheck.check_words(words, res.stdout, recipe.engine)
-        report.known, report.unknown, report.renamed = known, unknown, renamed
-        if not known:
-            report.error = (
-                f"the image printed no option list (exit {res.exit_code}"
-                + (f": {res.tail(1)}" if res.tail(1) else "")
-                + ")"
-            )
-        self.journal.append(
-            event="finished",
-            action="check-flags",
-            node=node,
-            exit=res.exit_code,
-            ok=report.ok,
-            unknown=unknown,
-        )
-        return report
+        """The flags the recipe image's engine does not know (Checks). Journaled."""
+        return self.checks.check_flags(recipe)
 
     def status(self) -> list[NodeStatus]:
         """Every node now: reachable, containers, Ray, serving phase, model (StatusReader)."""

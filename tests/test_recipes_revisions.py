@@ -78,6 +78,32 @@ def test_cli_history_and_undo(capsys) -> None:
     assert main(["recipes", "undo", RID]) == 0
     assert "now at revision 0" in capsys.readouterr().out
     assert main(["recipes", "undo", RID]) == 2
+    # journaled before it changed anything and after it ended, as every change is
+    import json
+
+    journal = StateDir.real().journal_path.read_text().splitlines()
+    undos = [e for e in map(json.loads, journal) if e.get("action") == "recipe-undo"]
+    assert [(e["event"], e.get("ok")) for e in undos] == [
+        ("started", None),
+        ("finished", True),
+        ("started", None),
+        ("finished", False),
+    ]
+    assert (undos[0]["revision"], undos[1]["revision"]) == (1, 0)
+
+
+def test_cli_undo_stops_when_the_journal_cannot_be_written(capsys) -> None:
+    from spark_tui.entry import main
+
+    store = RevisionStore(StateDir.real().revisions_dir)
+    store.patch(load_recipes().get(RID), note="fix x", set_args={"--max-num-seqs": 8})
+    path = StateDir.real().journal_path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    path.mkdir()  # a directory where the journal goes: nothing can be appended
+    assert main(["recipes", "undo", RID]) != 0
+    assert "journal" in capsys.readouterr().err.lower()
+    assert store.current_number(RID) == 1  # not undone
 
 
 def test_a_patch_planned_on_an_old_revision_is_rebased_on_the_one_in_use(tmp_path) -> None:
