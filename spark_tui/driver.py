@@ -253,6 +253,7 @@ class Driver:
         self._listeners: list[Callable[[Step], None]] = []
         self._lock = threading.Lock()
         self._taking = False
+        self._settled = False  # settle(): one round read before the first decision
         session.subscribe_applied(self._applied)
 
     def reset(self) -> None:
@@ -439,11 +440,23 @@ class Driver:
         until: Callable[[Move], bool] = lambda m: m.kind in END,
     ) -> Move:
         """Take moves until `until` holds for the next one (by default: the end); it."""
+        self.settle()
         while True:
             move = self.next_move()
             if until(move):
                 return move
             self.take(move, confirm, progress, yes=yes)
+
+    def settle(self) -> None:
+        """Before the first decision: one monitor round of every node taken after the
+        session opened and its lines matched (what runs, what the readings say), so `up`,
+        the bring-up screen and `watch --auto-relaunch` decide from the same state, never
+        from how soon each got there. Once per driver; later calls return at once."""
+        with self._lock:
+            if self._settled:
+                return
+            self._settled = True
+        self._rounds(1)
 
     def end(self) -> Step:
         """Say how it ended (serving, or stuck and why): the last step."""

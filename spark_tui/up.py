@@ -85,8 +85,7 @@ def bring_up(
             say(RecipeChosen(recipe=r.id, revision=r.revision))
 
     drv.subscribe(stepped)
-    if session.monitor is not None:
-        session.monitor.wait_rounds(1)
+    drv.settle()  # the round every front end's driver reads before its first decision
     if recipe_before is not None:
         say(RecipeChosen(recipe=recipe_before.id, revision=recipe_before.revision))
     drv.run(confirm, progress, yes=yes)

@@ -70,8 +70,8 @@ def tui_steps(name: str) -> list[tuple]:
     diagnosis gets the fix the screen offers (`a`, confirmed), then g again."""
     with open_cluster(scenario=name, speed=SPEED) as session:
         session.start()
-        session.monitor.wait_rounds(1)
         driver = Driver(session)
+        driver.settle()  # as `up` and `watch` do before their first decision (Driver.run)
         screen = GuidedBringUp(driver)
         screen.confirm = lambda _prompt, _nodes: True
         for sid in ("recipe", "doctor", "fixes", "launch", "serving"):
@@ -154,12 +154,22 @@ def test_a_verified_log_wall_fix_shows_fixed_until_the_relaunch_proves_it() -> N
         fix = low.wall.fix("drop-page-caches")
         result = session.apply(session.plan_fix(low, fix), yes=True)
         assert result.ok and result.verified is not False, result.summary()
-        assert low.state == "fixed" and not low.active
-        assert low.to_json()["fixed"].startswith("fixed: ")
+
+        def now():  # the session hands out snapshots: each read is the diagnosis as it is now
+            return next(
+                d
+                for d in session.diagnoses(True)
+                if (d.wall.id, d.source) == (low.wall.id, low.source)
+            )
+
+        assert low.state == "active"  # what was handed out before stays as it was
+        fixed = now()
+        assert fixed.state == "fixed" and not fixed.active
+        assert fixed.to_json()["fixed"].startswith("fixed: ")
         # what happens next is the relaunch that proves it
         assert driver.next_move().kind == "launch"
         session.apply(session.plan_launch(), yes=True)
-        assert low.state == "resolved", (low.state, low.resolution)
+        assert now().state == "resolved", (now().state, now().resolution)
 
 
 def test_a_fix_that_only_shows_is_never_the_one_relaunched_on() -> None:
