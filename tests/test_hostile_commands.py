@@ -318,3 +318,44 @@ def test_the_old_glob_rule_allowed_more_than_the_command(tmp_path: Path) -> None
     assert _sudo_allows(
         old, tmp_path, [ip, "link", "set", "dev", "eth0", "down", "dev", "eth0", "mtu", "9000"]
     )
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="binding /etc/sudoers needs root")
+def test_no_command_of_the_rule_allows_a_word_more_or_another_word(tmp_path: Path) -> None:
+    """This stop's variants of the sudoers attack (all held): each command of the rule, by
+    sudo itself, with a word added after it, a word changed, a glob's character class fed
+    a space or a line break, the interface word fed a tab, a newline or an option."""
+    rule = sudoers_rule(root_commands(), user="nobody")
+    ip, mv = PATHS["ip"], PATHS["mv"]
+    src = "/etc/modprobe.d/zz-nvidia-drm-override.conf"
+    stamp = "20261125T230000Z"
+    pstore = ["/sys/fs/pstore", "-maxdepth", "1", "-type", "f", "-exec", "tail", "-v", "-n"]
+    allowed = [
+        [mv, "-n", "--", src, f"{src}.spark-tui-backup-{stamp}"],
+        [PATHS["journalctl"], "-b", "-1", "-k", "-n", "300", "--no-pager"],
+        [PATHS["nvidia-smi"], "-lgc", "200,2150"],
+        [PATHS["find"], *pstore, "400", "{}", "+"],
+    ]
+    for argv in [a for a in allowed if os.path.exists(a[0])]:  # sudo -l needs the program
+        assert _sudo_allows(rule, tmp_path, argv), argv
+        assert not _sudo_allows(rule, tmp_path, [*argv, "/etc/shadow"]), argv
+    for more in (
+        [mv, "-n", "--", src, f"{src}.spark-tui-backup-2026112 T230000Z"],
+        [mv, "-n", "--", src, f"{src}.spark-tui-backup-2026112\nT230000Z"],
+        [mv, "-n", "--", src, "/etc/sudoers.d/x.spark-tui-backup-" + stamp],
+        [mv, "-n", "--", "/etc/shadow", f"{src}.spark-tui-backup-{stamp}"],
+        [mv, "--", src, f"{src}.spark-tui-backup-{stamp}"],
+        [PATHS["journalctl"], "-b", "-1", "-k", "-n", "300", "--no-pager", "--vacuum-size=1"],
+        [PATHS["find"], "/sys/fs/pstore", "-maxdepth", "1", "-type", "f", "-delete"],
+        [PATHS["nvidia-smi"], "-lgc", "200,2150", "-r"],
+        [PATHS["sysctl"], "-w", "vm.drop_caches=3", "kernel.sysrq=1"],
+        ["/usr/bin/dmesg", "-T", "-C"],
+        [ip, "link", "set", "dev", "eth0\tdown", "mtu", "9000"],
+        [ip, "link", "set", "dev", "eth0\ndown", "mtu", "9000"],
+        [ip, "link", "set", "dev", "eth0", "mtu", "9000\n"],
+        [ip, "-force", "link", "set", "dev", "eth0", "mtu", "9000"],
+        [ip, "-batch", "/tmp/x", "link", "set", "dev", "eth0", "mtu", "9000"],
+        [ip, "link", "set", "dev", "eth0", "mtu", "90000"],
+    ):
+        if os.path.exists(more[0]):  # else sudo refuses for want of the program
+            assert not _sudo_allows(rule, tmp_path, more), more
