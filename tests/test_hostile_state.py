@@ -586,3 +586,32 @@ def test_a_demo_report_never_follows_a_planted_directory_in_tmp(
         written = session.export_report([])
     assert written.parent == shared / "spark-tui-demo-reports" and written.is_file()
     assert list(elsewhere.iterdir()) == []
+
+
+def test_the_bug_report_advice_writes_into_the_users_home_not_a_shared_tmp(
+    tmp_path: Path,
+) -> None:
+    """The evidence item gives a root command to run on the node; its output file was in
+    /tmp under a name anyone can predict (a planted symlink there is written through by
+    root where protected_symlinks is off). Run by a real shell, the advice names a file in
+    the home of whoever runs it."""
+    from spark_tui.remedy.render import evidence_command
+
+    said = subprocess.run(
+        ["/bin/sh", "-c", evidence_command("nvidia-bug-report", None, "20261125T230000Z")],
+        capture_output=True,
+        text=True,
+        env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
+        check=True,
+    ).stdout
+    assert "/tmp/" not in said, said
+    shown = said.split("--output-file ", 1)[1].strip()
+    # the operator pastes it into their own shell: "$HOME" is theirs
+    out = subprocess.run(
+        ["/bin/sh", "-c", f"printf %s {shown}"],
+        capture_output=True,
+        text=True,
+        env={"HOME": str(tmp_path)},
+        check=True,
+    ).stdout
+    assert out == f"{tmp_path}/nvidia-bug-report-20261125T230000Z.log.gz"
