@@ -615,3 +615,56 @@ def test_the_bug_report_advice_writes_into_the_users_home_not_a_shared_tmp(
         check=True,
     ).stdout
     assert out == f"{tmp_path}/nvidia-bug-report-20261125T230000Z.log.gz"
+
+
+def _plant_input(path: Path, kind: str) -> None:
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "directory":
+        path.mkdir()
+    elif kind == "symlink-loop":
+        path.symlink_to(path)
+    elif kind == "binary":
+        path.write_bytes(b"hosts: [10.0.0.1]\n\xff\xfe\n")
+    elif kind == "huge":
+        path.write_text("hosts: [10.0.0.1]\n" + "#" * 3_000_000)
+    elif kind == "escape":
+        path.write_text('hosts: [10.0.0.1, "\\e]0;pwned\\a"]\n')
+    elif kind == "newline-host":
+        path.write_text('hosts: ["10.0.0.1\\nname: x"]\n')
+    elif kind == "option-host":
+        path.write_text(f'hosts: ["-oProxyCommand=touch {path.parent}/pwned"]\n')
+    elif kind == "not-a-cluster":
+        path.write_text("- a\n")
+
+
+@pytest.mark.parametrize(
+    ("kind", "what"),
+    [
+        ("missing", ": cannot read: No such file or directory"),
+        ("fifo", ": cannot read: not a regular file"),
+        ("directory", ": cannot read: it is a directory"),
+        ("symlink-loop", ": cannot read: Too many levels of symbolic links"),
+        ("binary", ":2: cannot read: not UTF-8 text"),
+        ("huge", ": larger than 256 KiB: refused"),
+        ("escape", ":1: invalid YAML: control character '\\x1b' in a value"),
+        ("newline-host", ":1: '10.0.0.1\\nname: x' is not a host name or address"),
+        ("option-host", ":1: '-oProxyCommand=touch "),
+        ("not-a-cluster", ":1: neither an eugr/spark-vllm-docker .env"),
+    ],
+)
+def test_discover_from_says_what_is_wrong_with_the_input_naming_it(
+    tmp_path: Path, kind: str, what: str
+) -> None:
+    """This stop's variants: every way the --from input can be bad is one line naming the
+    input (not the output), exit 2, within the timeout; a FIFO, a directory and a symlink
+    loop were "no such file" (they exist); nothing is written, nothing runs."""
+    src = tmp_path / "sparkrun.yaml"
+    _plant_input(src, kind)
+    out = tmp_path / "cluster.yaml"
+    proc = cli("discover", "--from", str(src), "--no-probe", "--output", str(out), "--yes")
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith(f"spark-tui: {src}{what}"), proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert str(out) not in proc.stderr and not out.exists()
+    assert not (tmp_path / "pwned").exists()
