@@ -52,7 +52,7 @@ class Adoption:
         )
         from spark_tui.recipes.eugr import adopted_recipe
         from spark_tui.recipes.revisions import recipe_to_yaml
-        from spark_tui.untrusted import clean
+        from spark_tui.untrusted import escaped
 
         found = self.running_engine()
         if found is None:
@@ -102,12 +102,12 @@ class Adoption:
         where = f"container {container} ({image})" if container else "no container"
         head = [
             f"# Adopted by spark-tui from the engine running on {node} (pid {engine.pid}, {where}):",
-            # whole: the operator confirms what runs (a line break in a word is shown as a
-            # space: a comment line cannot end early; the recipe keeps the word as it is)
-            f"#   {clean(shlex.join(engine.args), keep_newlines=False)}",
+            # whole: the operator confirms what runs (a line break in a word is shown as its
+            # escape: a comment line cannot end early; the recipe keeps the word as it is)
+            f"#   {escaped(shlex.join(engine.args))}",
             f"# status: untested; edit it as you would any recipe ({paths.doc('recipes.md')}).",
         ]
-        head += [f"#   {u.kind}: {u}".replace("\n", " ") for u in recipe.unmapped]
+        head += [f"#   {u.kind}: {escaped(str(u))}" for u in recipe.unmapped]
         return recipe, "\n".join(head) + "\n" + recipe_to_yaml(recipe)
 
     def save_adopted(self, recipe: Recipe, text: str) -> Path | None:

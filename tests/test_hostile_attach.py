@@ -351,7 +351,7 @@ def test_adopting_a_root_engine_with_shell_and_docker_words_in_its_argv(
     text = saved[0].read_text()
     argv_lines = [ln for ln in text.splitlines() if "evil/model" in ln and ln.startswith("#")]
     assert len(argv_lines) == 1, text
-    shown = argv_lines[0].replace("a image: evil/pwn", "'a\nimage: evil/pwn'")
+    shown = argv_lines[0].replace("\\n", "\n")  # the line break shown as its escape
     assert all(shlex_in(w, shown) for w in words), text
     assert not [ln for ln in text.splitlines() if ln.startswith("image:") and "pwn" in ln]
     assert f"(pid {pid}" in text

@@ -668,3 +668,24 @@ def test_discover_from_says_what_is_wrong_with_the_input_naming_it(
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
     assert str(out) not in proc.stderr and not out.exists()
     assert not (tmp_path / "pwned").exists()
+
+
+def test_a_newline_in_the_discover_input_path_cannot_inject_yaml(tmp_path: Path) -> None:
+    """The variant of the import attack on `discover --from`: the input's path (a directory
+    named with line breaks) is written in the cluster.yaml's first comment; it started YAML
+    of its own (`recipe: evil-injected`). Now shown with its escapes, the file loads with
+    no recipe, and the name is still there to read."""
+    from spark_tui.nodes.config import load_cluster
+
+    evil = tmp_path / "x\nrecipe: evil-injected\n#"
+    evil.mkdir()
+    src = evil / "sparkrun.yaml"
+    src.write_text("name: c\nhosts: [10.0.0.1, 10.0.0.2]\n")
+    out = tmp_path / "cluster.yaml"
+    proc = cli("discover", "--from", str(src), "--no-probe", "--output", str(out), "--yes")
+    assert proc.returncode == 0, proc.stderr
+    written = out.read_text()
+    assert "\nrecipe:" not in written, written
+    assert "x\\nrecipe: evil-injected\\n#/sparkrun.yaml" in written.splitlines()[0]
+    cluster = load_cluster(out)
+    assert cluster.recipe is None and [n.host for n in cluster.nodes] == ["10.0.0.1", "10.0.0.2"]
