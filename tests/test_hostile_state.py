@@ -689,3 +689,60 @@ def test_a_newline_in_the_discover_input_path_cannot_inject_yaml(tmp_path: Path)
     assert "x\\nrecipe: evil-injected\\n#/sparkrun.yaml" in written.splitlines()[0]
     cluster = load_cluster(out)
     assert cluster.recipe is None and [n.host for n in cluster.nodes] == ["10.0.0.1", "10.0.0.2"]
+
+
+@pytest.mark.parametrize("planted", ["symlink", "fifo"])
+def test_a_journal_swapped_mid_fix_for_a_symlink_or_a_fifo(tmp_path: Path, planted: str) -> None:
+    """This stop's variants of the journal failing mid-fix: the second command puts a
+    symlink to a victim file (or a FIFO) where the journal was. The end of that command
+    cannot be recorded: the fix stops at once (no hang on the FIFO), the message says
+    exactly what ran, the victim is untouched, nothing after runs."""
+    journal = StateDir.real().journal_path
+    victim = tmp_path / "victim.txt"
+    victim.write_text("untouched\n")
+    plant = f"ln -s {victim} {journal}" if planted == "symlink" else f"mkfifo {journal}"
+    breaker = f"[ {{node.name}} = spark1 ] && mv {journal} {journal}.old && {plant}"
+    fix = fix_from(
+        textwrap.dedent(
+            f"""
+            - id: steps
+              title: Some steps
+              risk: destructive
+              root: false
+              actions:
+                - type: run
+                  on: all
+                  command: 'echo one'
+                - type: run
+                  on: all
+                  command: {json.dumps(breaker)}
+                - type: run
+                  on: all
+                  command: 'echo three'
+            """
+        )
+    )
+    world = make_world(tmp_path / "w", CLUSTER)
+    done = threading.Event()
+    caught: list[BaseException] = []
+
+    def go() -> None:
+        try:
+            run_fix(plan_fix(fix, CLUSTER), run_env(world.transports), yes=True)
+        except BaseException as exc:  # the error is the outcome under test
+            caught.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=go, daemon=True).start()
+    assert done.wait(60), "the fix hung on the planted journal"
+    assert len(caught) == 1 and isinstance(caught[0], JournalUnwritable), caught
+    message = str(caught[0])
+    assert "spark1: echo one (exit 0); spark2: echo one (exit 0); spark1: [ spark1 = spark1 ]" in (
+        message
+    )
+    assert message.count("(exit 0)") == 3 and "nothing after these ran" in message
+    assert "refused" in message or "not a regular file" in message, message
+    ran = [c for t in world.transports.values() for c in t.commands]
+    assert len(ran) == 3 and not any("three" in c for c in ran)
+    assert victim.read_text() == "untouched\n"
