@@ -746,3 +746,39 @@ def test_a_journal_swapped_mid_fix_for_a_symlink_or_a_fifo(tmp_path: Path, plant
     ran = [c for t in world.transports.values() for c in t.commands]
     assert len(ran) == 3 and not any("three" in c for c in ran)
     assert victim.read_text() == "untouched\n"
+
+
+def _files_under(*dirs: str | None) -> set[str]:
+    found: set[str] = set()
+    for d in dirs:
+        if d and Path(d).exists():
+            found |= {str(p) for p in Path(d).rglob("*")}
+    return found
+
+
+@pytest.mark.parametrize(
+    ("argv", "what"),
+    [
+        (("recipes", "adopt", "--demo", "attach-eugr", "--yes"), "save the adopted recipe"),
+        (("recipes", "undo", "tiny-llama-cpu-vllm"), "undo the last patch"),
+        (("discover", "--no-probe", "--yes"), "write "),
+    ],
+    ids=["adopt", "undo", "discover"],
+)
+def test_other_writing_commands_refuse_under_read_only(
+    tmp_path: Path, argv: tuple[str, ...], what: str
+) -> None:
+    """This stop's variants of `recipes import` writing under --read-only (all held): each
+    command that writes a file of the user's says so and writes nothing."""
+    out = tmp_path / "cluster.yaml"
+    if argv[0] == "discover":
+        src = tmp_path / "sparkrun.yaml"
+        src.write_text("hosts: [10.0.0.1, 10.0.0.2]\n")
+        argv = (*argv, "--from", str(src), "--output", str(out))
+    homes = (os.environ.get("XDG_CONFIG_HOME"), os.environ.get("XDG_STATE_HOME"))
+    before = _files_under(*homes)
+    proc = cli("--read-only", *argv)
+    assert proc.returncode != 0, proc.stdout
+    assert f"read-only: refused to {what}" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert _files_under(*homes) == before and not out.exists()
