@@ -42,6 +42,11 @@ def _wait_for(predicate, seconds: float = 60.0):
     return None
 
 
+def _sshd_logs(sshd, names) -> str:
+    """What each node's sshd said (a dropped connection's reason is there)."""
+    return "\n".join(f"--- sshd of {n}:\n{sshd.node(n).sshd_log()[-3000:]}" for n in names)
+
+
 @pytest.mark.sshd
 @pytest.mark.slow
 def test_page_cache_hog_over_real_sshd(tmp_path: Path) -> None:
@@ -77,7 +82,9 @@ def test_page_cache_hog_over_real_sshd(tmp_path: Path) -> None:
         )
         monitor.start()
         first = _launch(render_plan(recipe, sim.config), transports, sim.clock, monitor)
-        assert not first.ok and "vllm-free-memory-low" in first.failed.detail
+        assert not first.ok and "vllm-free-memory-low" in first.failed.detail, (
+            f"{first.describe()}\n{_sshd_logs(sshd, names)}"
+        )
 
         def diagnosed():
             return next(
@@ -99,7 +106,7 @@ def test_page_cache_hog_over_real_sshd(tmp_path: Path) -> None:
         assert all(n.memory().cached < 1 for n in sim.nodes.values())  # changed through SSH
 
         second = _launch(render_plan(recipe, sim.config), transports, sim.clock, monitor)
-        assert second.ok, second.describe()
+        assert second.ok, f"{second.describe()}\n{_sshd_logs(sshd, names)}"
         assert second.tok_s and second.tok_s > 5
     finally:
         if monitor is not None:

@@ -45,7 +45,11 @@ from spark_tui.nodes.transport import (
 DEFAULT_BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0)
 KEEPALIVE_S = 15
 CONNECT_TIMEOUT_S = 10.0
-PROBE_S = 5.0  # a live sshd opens a channel in milliseconds
+# After a command's timeout, a channel must open within this or the connection is dropped
+# (and every command on it fails). A live sshd opens one in milliseconds, but a node that
+# is swapping through a weight load, or a loaded machine, can take seconds: a connection
+# dropped for being slow fails a launch that would have gone on.
+PROBE_S = 15.0
 _READ_BYTES = 65536
 
 
