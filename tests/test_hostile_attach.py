@@ -415,3 +415,36 @@ def test_the_argv_adopted_is_the_kernels_and_only_for_a_process_we_believe(
         assert parse_engine_argv("") is None
     finally:
         t.close()
+
+
+@pytest.mark.parametrize(
+    ("target", "expected"),
+    [
+        ("/tmp/vllm-serve.log", "docker exec victim tail -n 200 -F /tmp/vllm-serve.log"),
+        # the file inside the container deleted and a symlink planted at "… (deleted)"
+        ("/tmp/vllm-serve.log (deleted)", "docker logs -f --tail 200 victim"),
+        ("/tmp/x\n/etc/shadow", "docker logs -f --tail 200 victim"),
+        ("/tmp/$(reboot).log", "docker exec victim tail -n 200 -F '/tmp/$(reboot).log'"),
+        ("pipe:[123456]", "docker logs -f --tail 200 victim"),
+    ],
+    ids=["file", "deleted", "newline", "substitution", "pipe"],
+)
+def test_an_engine_in_a_container_is_followed_by_a_name_only_when_it_is_a_plain_file(
+    target: str, expected: str
+) -> None:
+    """This stop's variants of the "(deleted)" attack inside a container (all held): the
+    container's file is followed by its name only when it is a live plain path (quoted);
+    a deleted one, a name with a line break or not a file at all: the container's output."""
+    cid = VICTIM_ID
+    text = (
+        f"0::/system.slice/docker-{cid}.scope\n@@spark-tui exe\n/usr/bin/python3.12\n"
+        f"@@spark-tui fd1\n{target}\n"
+    )
+    out = parse_engine_output(text)
+    assert out.container_id == cid
+    victim = Container(cid[:12], "victim", "vllm/vllm-openai", "running", "Up 1 minute")
+    st = NodeState("spark1", 0.0, containers=(victim,))
+    st.engine = parse_processes(
+        "0\n  77     0 python3 -m vllm.entrypoints.openai.api_server\n"
+    ).engine
+    assert engine_log_command(out, st) == expected
