@@ -37,6 +37,7 @@ import functools
 import queue
 import shlex
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from spark_tui import shell
@@ -142,6 +143,8 @@ class ClusterMonitor:
         # container id that last ended a back-off
         self._tail_misses: dict[tuple[str, str], int] = {}
         self._tail_reset_by: dict[tuple[str, str], str] = {}
+        # (node, text, event) a caller waits on (expect_line); dropped with the event
+        self._expected: list[tuple[str, str, weakref.ref[threading.Event]]] = []
         self.attempt = 0  # launch attempts seen by this monitor (new_attempt)
         # lines received, not matched yet: bounded, and full means the tail waits (the node's
         # channel holds the rest) — no line is ever dropped before the matcher has seen it
@@ -332,6 +335,16 @@ class ClusterMonitor:
                 if state.reachable and name in self._samplers:
                     self._states[name] = self._merge_live(name, state)
         self.evaluate()
+
+    def expect_line(self, node: str, text: str) -> threading.Event:
+        """An event set when a line holding `text` arrives from `node`, in any of its logs,
+        from now on (a launch's wait for its ready line looks at once); forgotten when the
+        caller lets go of the event."""
+        event = threading.Event()
+        with self._lock:
+            self._expected = [e for e in self._expected if e[2]() is not None]
+            self._expected.append((node, text, weakref.ref(event)))
+        return event
 
     def feed_line(self, node: str, source: str, line: str) -> None:
         """A log line that arrived another way (the simulator, a file): matched at once."""
@@ -910,6 +923,10 @@ class ClusterMonitor:
                         raised.append(DiagnosisRaised(diag, new, now))
             if serving and self._serving[node].engine_seen:
                 self._own_log[node] = True  # this node's engine rank logs here itself
+            for n, text, ref in self._expected:
+                waiter = ref() if n == node else None
+                if waiter is not None and any(text in line for line in lines):
+                    waiter.set()
             if serving:  # the panes show progress without waiting for a round
                 for name in [node, *self._mirrors(node)]:
                     if name in self._states and self._states[name].reachable:

@@ -100,3 +100,41 @@ def test_a_container_appearing_reopens_a_backed_off_tail_once(tmp_path: Path) ->
     finally:
         mon.stop()
     assert TAIL_BACKOFF_MAX * PERIOD_S > 8.0  # what "at once" above is measured against
+
+
+def test_a_launch_wait_looks_at_once_when_the_monitor_reads_its_line(tmp_path: Path) -> None:
+    """The wait for the ready line polls every 60 s; the monitor, which follows the same log
+    with `tail -F`, says when the line arrived: the wait polls then, not a minute later."""
+    import threading
+
+    from spark_tui.clock import RealClock
+    from spark_tui.recipes.plan import LaunchStep
+    from spark_tui.remedy.launch import LaunchRunner
+
+    log = tmp_path / "serve.log"
+    log.write_text("INFO loading weights\n")
+    mon, _events, _node = local_monitor(tmp_path, LEAKED_MEMINFO, clock=RealClock(), dmon=False)
+    mon.start()
+    try:
+        mon.tail("box", "serve", f"tail -n 200 -F {log}")
+        step = LaunchStep(
+            "wait-ready", "launch", "box", "wait for the ready line", "wait-line",
+            f"cat {log}", timeout_s=600, interval_s=60, expect="Application startup complete",
+        )  # fmt: skip
+        runner = LaunchRunner(mon.transports, RealClock(), seen=mon.expect_line)
+
+        def ready() -> None:
+            with log.open("a") as f:  # the engine appends to its log
+                f.write("INFO Application startup complete.\n")
+
+        writer = threading.Timer(1.0, ready)
+        writer.start()
+        t0 = time.monotonic()
+        result = runner.run_step(step)
+        took = time.monotonic() - t0
+        writer.join()
+    finally:
+        mon.stop()
+    assert result.ok, result.detail
+    assert result.polls == 2  # the first, and the one the monitor's line woke
+    assert took < 30.0  # the next poll was 60 s away
