@@ -35,7 +35,9 @@ import contextlib
 import dataclasses
 import functools
 import queue
+import shlex
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from spark_tui import shell
@@ -81,6 +83,10 @@ REPEAT_EMIT_S = 1.0  # a diagnosis seen again is re-announced at most this often
 
 
 IDLE_FACTOR = 3.0  # an idle node (nothing of the stack up) is read every 3 periods
+# a log tail that ended having read nothing (`docker exec` into a container that is not there)
+# is opened again after 1, 2, 4 … periods, never more than this many; a launch, or the
+# container it names appearing in a round, opens it again at once
+TAIL_BACKOFF_MAX = 16
 # threads for rounds and stream opens: 2 per node (a round and a stream open at once, as when
 # every node had its own threads) plus one, never more than this, whatever the node count
 MAX_WORKERS = 12
@@ -133,6 +139,12 @@ class ClusterMonitor:
         self._tailing: dict[tuple[str, str], str] = {}  # (node, source) -> command
         # (node, source) -> the launch attempt its tail was last opened in
         self._opened_in: dict[tuple[str, str], int] = {}
+        # (node, source) -> tails in a row that ended having read nothing (its back-off); the
+        # container id that last ended a back-off
+        self._tail_misses: dict[tuple[str, str], int] = {}
+        self._tail_reset_by: dict[tuple[str, str], str] = {}
+        # (node, text, event) a caller waits on (expect_line); dropped with the event
+        self._expected: list[tuple[str, str, weakref.ref[threading.Event]]] = []
         self.attempt = 0  # launch attempts seen by this monitor (new_attempt)
         # lines received, not matched yet: bounded, and full means the tail waits (the node's
         # channel holds the rest) — no line is ever dropped before the matcher has seen it
@@ -236,8 +248,10 @@ class ClusterMonitor:
         if old is None:
             self._start_workers()
             self._pool.at(0.0, ("tail", node, source), lambda: self._open_tail(node, source))
-        elif stream is not None:
-            self._pump.close(stream)  # its end reopens it with the new command
+        else:
+            self._resume_tails([(node, source)])  # a back-off was for the old command
+            if stream is not None:
+                self._pump.close(stream)  # its end reopens it with the new command
 
     def follow(self, log_sources: Mapping[str, Sequence[str]]) -> None:
         """Tail a launch plan's log sources (node -> commands): the serve log inside the
@@ -274,6 +288,9 @@ class ClusterMonitor:
                     self._serving[node].reset("starting", now)
                     self._own_log[node] = False
                     self._stack_seen.discard(node)
+            launched = set(nodes)
+            waiting = [k for k in self._tail_misses if k[0] in launched]
+        self._resume_tails(waiting)  # the launch's logs are read at once, not after a back-off
         for d in resolved:
             self.emit(DiagnosisResolved(d, now))
 
@@ -318,6 +335,16 @@ class ClusterMonitor:
                 if state.reachable and name in self._samplers:
                     self._states[name] = self._merge_live(name, state)
         self.evaluate()
+
+    def expect_line(self, node: str, text: str) -> threading.Event:
+        """An event set when a line holding `text` arrives from `node`, in any of its logs,
+        from now on (a launch's wait for its ready line looks at once); forgotten when the
+        caller lets go of the event."""
+        event = threading.Event()
+        with self._lock:
+            self._expected = [e for e in self._expected if e[2]() is not None]
+            self._expected.append((node, text, weakref.ref(event)))
+        return event
 
     def feed_line(self, node: str, source: str, line: str) -> None:
         """A log line that arrived another way (the simulator, a file): matched at once."""
@@ -608,11 +635,43 @@ class ClusterMonitor:
             self._ingest(node, KERNEL_SOURCE, fresh)
         self._read_nccl_once(node, state)
         self._attach_engine_log(node, state)
+        self._resume_tails_of_new_containers(node, state)
         if self.auto_tail and not self._stop.is_set():
             for c in state.containers:
                 if c.state == "running" and _is_serving_name(c.name, c.image):
                     command = shell.fill(commands.SERVE_LOG_TAIL, {"container": c.name})
                     self.tail(node, f"container:{c.name}", command)
+
+    def _resume_tails_of_new_containers(self, node: str, state: NodeState) -> None:
+        """A tail backing off (its container was not there) whose container now runs (a launch
+        by someone else, a container started by hand): opened again at once, once per
+        container — a container whose tail fails anyway is not retried every round."""
+        running = {c.name: c.id or c.name for c in state.containers if c.state == "running"}
+        if not running:
+            return
+        with self._lock:
+            waiting = [
+                (key, self._tailing.get(key, "")) for key in self._tail_misses if key[0] == node
+            ]
+            resume = []
+            for key, command in waiting:
+                words = set(_words(command))
+                for name, cid in running.items():
+                    if name in words and self._tail_reset_by.get(key) != cid:
+                        self._tail_reset_by[key] = cid
+                        resume.append(key)
+                        break
+        self._resume_tails(resume)
+
+    def _resume_tails(self, keys: Iterable[tuple[str, str]]) -> None:
+        """These tails' back-off forgotten: opened again now (if they wait to be)."""
+        keys = list(keys)
+        if not keys:
+            return
+        with self._lock:
+            for key in keys:
+                self._tail_misses.pop(key, None)
+        self._pool.hurry([("tail", *key) for key in keys])
 
     def _attach_engine_log(self, node: str, state: NodeState) -> None:
         """An engine found running (whoever started it) has its log followed: the file its
@@ -748,7 +807,8 @@ class ClusterMonitor:
 
     def _open_tail(self, node: str, source: str) -> None:
         """Start following a tailed source (in the pool); its end reopens it: at once when
-        its command was replaced, else after a period."""
+        its command was replaced, after a period when it read lines, else after a back-off
+        (1, 2, 4 … periods, at most TAIL_BACKOFF_MAX: nothing is there to read yet)."""
         if self._stop.is_set():
             return
         key = ("tail", node, source)
@@ -770,13 +830,24 @@ class ClusterMonitor:
             # (the old crash, then the new banner, is no restart)
             self._queue_line((node, source, NEW_FILE))
 
+        read = [0]
+
         def on_lines(lines: list[str]) -> bool:
+            read[0] += len(lines)
             return all(self._queue_line((node, source, line)) for line in lines)
 
         def on_end() -> None:
+            k = (node, source)
             with self._lock:
-                again = self._tailing[(node, source)] != command
-            self._later(0.0 if again else self.period_s, key, lambda: self._open_tail(node, source))
+                again = self._tailing[k] != command
+                if again or read[0]:  # a new command, or it read lines: the usual pace
+                    self._tail_misses.pop(k, None)
+                    self._tail_reset_by.pop(k, None)  # its container may come back: at once
+                    wait = 0.0 if again else self.period_s
+                else:  # nothing read: its container (or file) is not there; wait longer
+                    misses = self._tail_misses[k] = self._tail_misses.get(k, 0) + 1
+                    wait = self.period_s * min(2 ** (misses - 1), TAIL_BACKOFF_MAX)
+            self._later(wait, key, lambda: self._open_tail(node, source))
 
         self._pump.add(stream, on_lines, on_end)
         if replaced:  # tail() changed the command while this opened
@@ -859,6 +930,10 @@ class ClusterMonitor:
                         raised.append(DiagnosisRaised(diag.snapshot(), new, now))
             if serving and self._serving[node].engine_seen:
                 self._own_log[node] = True  # this node's engine rank logs here itself
+            for n, text, ref in self._expected:
+                waiter = ref() if n == node else None
+                if waiter is not None and any(text in line for line in lines):
+                    waiter.set()
             if serving:  # the panes show progress without waiting for a round
                 for name in [node, *self._mirrors(node)]:
                     if name in self._states and self._states[name].reachable:
@@ -920,6 +995,14 @@ def engine_log_command(out: EngineOutput, state: NodeState) -> str | None:
     if out.unit:
         return shell.fill(commands.UNIT_TAIL, {"unit": out.unit})
     return None
+
+
+def _words(command: str) -> list[str]:
+    """A command line's words as the shell reads them (split on blanks if it cannot)."""
+    try:
+        return shlex.split(command)
+    except ValueError:
+        return command.split()
 
 
 def _is_serving_name(name: str, image: str) -> bool:

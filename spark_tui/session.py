@@ -380,6 +380,9 @@ class Session:
         if self.monitor is not None:
             self.monitor.stopped(nodes)
 
+    def line_seen(self, node: str, text: str) -> threading.Event | None:
+        return self.monitor.expect_line(node, text) if self.monitor is not None else None
+
     def launch_blocker(self) -> str | None:
         if self.monitor is None or self._last_launch_at is None:
             return None

@@ -49,6 +49,9 @@ _PROGRESS = re.compile(
     r"|Uvicorn running on[^\r\n]*)"
 )
 _GONE = ("No such container", "is not running")
+# between two polls of a wait, a look this often (clock seconds) at what needs no node: the
+# monitor saw the line waited for, an error wall ended the launch, spark-tui is closing
+LOOK_S = 0.5
 
 
 def _noop(_: ActionProgress) -> None:
@@ -128,9 +131,13 @@ class LaunchRunner:
         matcher: Matcher | None = None,
         abort: Callable[[], str | None] | None = None,
         stop: threading.Event | None = None,
+        seen: Callable[[str, str], threading.Event | None] | None = None,
     ) -> None:
         self.transports = transports
         self.abort = abort  # an error wall the live monitor saw: a wait ends early
+        # the live monitor's word that a line holding a wait's text arrived from its node:
+        # the wait polls at once (the poll still decides)
+        self.seen = seen
         self.stop = stop  # set when spark-tui is closing: a wait ends at its next poll
         # the session's matcher: its walls end a wait early (None: only FATAL_MARKERS do)
         self.matcher = matcher
@@ -246,7 +253,10 @@ class LaunchRunner:
         deadline = self.clock.now() + step.timeout_s
         last_detail = ""
         polls = 0
+        seen = self.seen(step.node, step.expect) if self.seen and step.expect else None
         while True:
+            if seen is not None:
+                seen.clear()  # a line from now on wakes the next pause
             res = self._run(step, step.command, min(60.0, step.timeout_s), log=False)
             polls += 1
             done, detail = check(step, res)
@@ -263,10 +273,29 @@ class LaunchRunner:
             if detail != last_detail:
                 self.emit(ActionProgress(step.id, step.node, None, "running", detail))
                 last_detail = detail
-            self.clock.sleep(min(step.interval_s, max(left, 0.0)))
+            self._pause(min(step.interval_s, max(left, 0.0)), seen)
             if self.stop is not None and self.stop.is_set():
                 why = "stopped waiting: spark-tui is closing (the launch goes on on the nodes)"
                 return StepResult(step, False, why, res.exit_code, res.tail(), polls=polls)
+
+    def _pause(self, seconds: float, seen: threading.Event | None) -> None:
+        """The wait between two polls; it ends early when the monitor saw the line waited
+        for, an error wall stops the launch, or spark-tui is closing."""
+        if seen is None and self.abort is None and self.stop is None:
+            self.clock.sleep(seconds)
+            return
+        end = self.clock.now() + seconds
+        while True:
+            left = end - self.clock.now()
+            if left <= 0:
+                return
+            self.clock.sleep(min(LOOK_S, left))
+            if (seen is not None and seen.is_set()) or (
+                self.stop is not None and self.stop.is_set()
+            ):
+                return
+            if self.abort is not None and self.abort():
+                return
 
     def _smoke(self, step: LaunchStep) -> StepResult:
         """One chat request; its journal record carries the tok/s (what `status` shows)."""

@@ -177,6 +177,10 @@ def test_a_wrong_master_address_and_a_peer_that_never_joins_are_named_dist_init_
     assert _walls(alone) == ["dist-init-timeout"], alone
 
 
+def _host_mtu(dev: str) -> int:
+    return int(Path(f"/sys/class/net/{dev}/mtu").read_text().strip())
+
+
 def _mtus(c: RealCluster) -> dict[str, int]:
     return {n: int(c.exec(n, f"cat /sys/class/net/{FABRIC_IF}/mtu").strip()) for n in c.nodes}
 
@@ -196,6 +200,10 @@ def test_mtu_9000_is_checked_with_a_large_ping_across_the_fabric(
         subprocess.run(["ip", "link", "set", *cmd], check=True)
 
     fix = ("fix", "fabric-slow", "--fix", "fabric-mtu-9000", "--node", "spark2", "--yes")
+    # put back what the harness made (cluster.sh: the bridge and its ports at 9000, the nodes
+    # at 1500): a port left at 1500 cuts every later test's large packets (ssh between nodes)
+    nodes_before = _mtus(c)
+    host_before = {dev: _host_mtu(dev) for dev in (*ports, BRIDGE)}
     try:
         for port in ports:
             host("dev", port, "mtu", "9000")
@@ -215,8 +223,9 @@ def test_mtu_9000_is_checked_with_a_large_ping_across_the_fabric(
         assert res.returncode != 0, out
         assert "100% packet loss" in out and "spark1" in out, out
     finally:
-        for node in c.nodes:
-            c.exec(node, f"ip link set dev {FABRIC_IF} mtu 1500", check=False)
-        for port in ports:
-            subprocess.run(["ip", "link", "set", "dev", port, "mtu", "1500"], check=False)
-        subprocess.run(["ip", "link", "set", "dev", BRIDGE, "mtu", "1500"], check=False)
+        for node, mtu in nodes_before.items():
+            c.exec(node, f"ip link set dev {FABRIC_IF} mtu {mtu}", check=False)
+        for dev, mtu in host_before.items():
+            subprocess.run(["ip", "link", "set", "dev", dev, "mtu", str(mtu)], check=False)
+    assert _mtus(c) == nodes_before
+    assert {dev: _host_mtu(dev) for dev in host_before} == host_before

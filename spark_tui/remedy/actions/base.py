@@ -120,6 +120,11 @@ class SessionHooks(Protocol):
         """An error wall of this attempt that ends a launch's wait early ('wall: evidence'),
         or None: waiting out a startup timeout for a deadlocked engine helps nobody."""
 
+    def line_seen(self, node: str, text: str) -> threading.Event | None:
+        """An event set when a log line holding `text` arrives from `node` (the live monitor
+        follows the launch's logs): a launch's wait looks at once instead of at its next
+        poll. None: nothing follows the logs here (the wait polls only)."""
+
     def stopped(self, nodes: tuple[str, ...]) -> None:
         """The serving stack was stopped on these nodes."""
 
@@ -136,6 +141,9 @@ class NoHooks:
         pass
 
     def launch_blocker(self) -> str | None:
+        return None
+
+    def line_seen(self, node: str, text: str) -> threading.Event | None:
         return None
 
     def stopped(self, nodes: tuple[str, ...]) -> None:

@@ -40,6 +40,7 @@ def run_launch(planned: PlannedAction, ctx: RunContext) -> bool:
         matcher=ctx.matcher,
         abort=ctx.hooks.launch_blocker,
         stop=ctx.stop,
+        seen=ctx.hooks.line_seen,
     )
     steps = planned.launch.steps
     missing = planned.launch.unresolved()
