@@ -50,7 +50,7 @@ def setup(path: str | None = None) -> Path | None:
     return Path(path) if path else None
 
 
-class _LogHandler(logging.StreamHandler):  # type: ignore[type-arg]
+class _LogHandler(logging.StreamHandler):  # type: ignore[type-arg]  # generic only in the stubs
     """Appends to the debug log's file (opened by _open_log); closing it closes the file."""
 
     def close(self) -> None:

@@ -100,7 +100,9 @@ def test_readings_pick_the_cause_of_a_log_wall(tmp_path, meminfo, cause, first_f
     d = raised[0].diagnosis
     assert (d.node, d.source, d.line, d.cause) == ("box", "box:serve", 2, cause)
     assert d.fixes()[0] == first_fix
-    assert mon.diagnoses().get("vllm-free-memory-low", "box:serve") is d
+    live = mon.diagnoses().get("vllm-free-memory-low", "box:serve")
+    assert live is not None and live is not d  # the event carries a frozen snapshot of it
+    assert live.snapshot() == d
 
 
 def test_capture_hang_from_rounds_and_a_silent_log(tmp_path) -> None:
