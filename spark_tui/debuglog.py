@@ -36,7 +36,7 @@ def setup(path: str | None = None) -> Path | None:
     handler: logging.Handler
     if path:
         try:
-            handler = logging.FileHandler(path, encoding="utf-8")
+            handler = _open_log(Path(path))
         except OSError as exc:
             raise InputError(f"cannot write the debug log: {exc.strerror or exc}", path) from None
         handler.setFormatter(_RedactingFormatter(_FORMAT))
@@ -48,6 +48,32 @@ def setup(path: str | None = None) -> Path | None:
     logging.captureWarnings(True)
     threading.excepthook = _thread_excepthook
     return Path(path) if path else None
+
+
+class _LogHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Appends to the debug log's file (opened by _open_log); closing it closes the file."""
+
+    def close(self) -> None:
+        try:
+            self.acquire()
+            try:
+                if not self.stream.closed:
+                    self.stream.close()
+            finally:
+                self.release()
+        finally:
+            super().close()
+
+
+def _open_log(path: Path) -> logging.Handler:
+    """The debug log opened as spark-tui's own files are: never through a symlink, never a
+    blocking open (a FIFO at its name hung every command), only a regular file of this user
+    (UnsafeFile, an OSError, otherwise)."""
+    from spark_tui.safefile import open_state
+
+    fd = open_state(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    os.set_blocking(fd, True)
+    return _LogHandler(os.fdopen(fd, "a", encoding="utf-8"))
 
 
 class _RedactingFormatter(logging.Formatter):

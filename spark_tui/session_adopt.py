@@ -45,9 +45,14 @@ class Adoption:
         from spark_tui.engine_command import engine_words
         from spark_tui.monitor import engine_container
         from spark_tui.nodes import commands
-        from spark_tui.nodes.parsers.processes import parse_engine_output
+        from spark_tui.nodes.parsers.processes import (
+            engine_from_args,
+            parse_engine_argv,
+            parse_engine_output,
+        )
         from spark_tui.recipes.eugr import adopted_recipe
         from spark_tui.recipes.revisions import recipe_to_yaml
+        from spark_tui.untrusted import escaped
 
         found = self.running_engine()
         if found is None:
@@ -68,6 +73,18 @@ class Adoption:
             raise InputError(
                 f"{node}: pid {engine.pid} names an engine but runs {out.exe}: nothing to adopt"
             )
+        exact = parse_engine_argv(
+            self.session.transports[node]
+            .run(shell.fill(commands.ENGINE_ARGV, {"pid": engine.pid}), timeout=15.0)
+            .stdout
+        )
+        if exact == []:
+            raise InputError(
+                f"{node}: pid {engine.pid} is no longer an engine of root or of our user "
+                "(another owner or program): nothing to adopt"
+            )
+        if exact is not None:  # the words as they ran (ps joined them with spaces)
+            engine = engine_from_args(engine.pid, exact) or engine
         container = engine_container(out, state)
         image = next((c.image for c in state.containers if c.name == container), None)
         words = engine_words(list(engine.args)) or list(engine.args)
@@ -85,10 +102,12 @@ class Adoption:
         where = f"container {container} ({image})" if container else "no container"
         head = [
             f"# Adopted by spark-tui from the engine running on {node} (pid {engine.pid}, {where}):",
-            f"#   {shlex.join(engine.args)}",  # whole: the operator confirms what runs
+            # whole: the operator confirms what runs (a line break in a word is shown as its
+            # escape: a comment line cannot end early; the recipe keeps the word as it is)
+            f"#   {escaped(shlex.join(engine.args))}",
             f"# status: untested; edit it as you would any recipe ({paths.doc('recipes.md')}).",
         ]
-        head += [f"#   {u.kind}: {u}".replace("\n", " ") for u in recipe.unmapped]
+        head += [f"#   {u.kind}: {escaped(str(u))}" for u in recipe.unmapped]
         return recipe, "\n".join(head) + "\n" + recipe_to_yaml(recipe)
 
     def save_adopted(self, recipe: Recipe, text: str) -> Path | None:

@@ -15,7 +15,10 @@ report, the journal) ever hands a terminal an escape sequence a node chose:
     U+200F, U+061C: the "Trojan Source" set), which make a line read differently from
     what it holds.
 
-`clean_line` also caps a line's length, saying how much was cut.
+`clean_line` also caps a line's length, saying how much was cut. `escaped` is the form for
+a line of a file spark-tui writes (a comment naming a path, a command line): the same
+characters shown as their escapes instead of dropped, so the line can neither end early
+(a line break in a directory's name starting YAML of its own) nor act on a terminal.
 """
 
 from __future__ import annotations
@@ -72,3 +75,14 @@ def cap(text: str, limit: int, dropped: int = 0) -> str:
 def has_controls(text: str) -> bool:
     """True when `text` holds anything `clean` removes (tests and checks)."""
     return bool(_BAD.search(text))
+
+
+def escaped(text: str) -> str:
+    """`text` on one line, every control character, line break and bidirectional mark
+    written as its escape (`\\n`, `\\x1b`, `\\u202e`): for a line of a file we write."""
+    if text.isprintable():  # the common case: nothing to do
+        return text
+    return "".join(
+        ch if ch.isprintable() or ch == " " else ch.encode("unicode_escape").decode("ascii")
+        for ch in text
+    )

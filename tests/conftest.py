@@ -43,6 +43,10 @@ def _private_home(
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
     monkeypatch.setenv("XDG_STATE_HOME", str(home / ".local" / "state"))
+    # the cache too: its entries are sealed with a key kept in the state directory, so a
+    # test writing the machine's own cache with its private key spoilt every entry of it
+    # for the real user (each start parsed every YAML file again)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
 
 
 @pytest.fixture(autouse=True)

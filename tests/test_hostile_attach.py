@@ -12,6 +12,7 @@ by useradd, real /proc, real `ps`) on real sshd nodes."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import pwd
 import shutil
@@ -29,7 +30,12 @@ from spark_tui.entry import main
 from spark_tui.events import LogLines
 from spark_tui.monitor import engine_log_command
 from spark_tui.nodes import commands
-from spark_tui.nodes.parsers.processes import parse_engine_output, parse_processes, starts_engine
+from spark_tui.nodes.parsers.processes import (
+    parse_engine_argv,
+    parse_engine_output,
+    parse_processes,
+    starts_engine,
+)
 from spark_tui.nodes.state import Container, NodeState
 from spark_tui.session import open_cluster
 from tests.conftest import IN_CI, require_tool
@@ -239,3 +245,206 @@ def test_only_root_or_our_own_users_processes_are_believed() -> None:
     mine = parse_processes("1001\n" + ps.split("\n", 1)[1]).engine
     assert mine is not None and mine.pid == 4242  # we are that user: it is ours
     assert parse_processes("1000\n  4242  1001 vllm serve x\n").engine is None
+
+
+# ---------------------------------------------------------------- this stop's variants
+
+SLEEPER = "import sys, time\nprint('INFO up', flush=True)\ntime.sleep(120)\n"
+
+
+@contextlib.contextmanager
+def engine_with_argv(user: str | None, words: list[str]) -> Iterator[int]:
+    """A real process run as `user` (None: root) whose argv is python3 SCRIPT WORDS…; its
+    script is named vllm. Yields its pid once it has printed its first line."""
+    work = Path(tempfile.mkdtemp(prefix="hostile-"))
+    try:
+        (work / "vllm").write_text(SLEEPER)
+        os.chmod(work, 0o755)
+        python = shutil.which("python3", path="/usr/bin:/bin") or sys.executable
+        out = work / "out.log"
+        with out.open("w") as f:
+            if user:
+                os.chown(out, pwd.getpwnam(user).pw_uid, -1)
+            proc = subprocess.Popen(
+                [python, str(work / "vllm"), *words],
+                user=user,
+                stdout=f,
+                stderr=subprocess.STDOUT,
+                cwd=work,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and "INFO up" not in out.read_text():
+            time.sleep(0.05)
+        try:
+            yield proc.pid
+        finally:
+            proc.kill()
+            proc.wait()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def test_a_newline_in_another_users_argv_forges_no_root_engine_line(
+    one_node, hostile_user: str, capsys
+) -> None:
+    """The user's argv holds a newline and what a root engine's ps line looks like; the real
+    ps prints it on one line (procps turns the newline into a space), and the line is
+    theirs: nothing is attached, nothing adopted."""
+    node = one_node.node("spark1")
+    forged = "\n  4243     0 /usr/bin/python3 /usr/local/bin/vllm serve evil/model --port 18777"
+    with engine_with_argv(hostile_user, ["serve", "evil/model", "--port", "18777", forged]) as pid:
+        line = _ps_line(pid)  # the real ps's line for it (the machine's others left out)
+        assert line.count("\n") == 1 and line.split()[1] != "0", line
+        node.set_file("ps.txt", line)
+        assert parse_processes(f"0\n{line}").engine is None
+        config = one_node.write_cluster_yaml()
+        batches, state = _watch(config, seconds=4)
+        assert state.engine is None
+        assert not any(b.source.startswith("engine:") for b in batches)
+        assert main(["up", "--config", str(config), "--yes", "--json"]) != 0
+        out = capsys.readouterr()
+        assert "no engine running to adopt" in out.out + out.err, out
+        assert "evil/model" not in out.out + out.err
+    assert not any(c.startswith("docker run") for c in node.commands())
+
+
+def test_adopting_a_root_engine_with_shell_and_docker_words_in_its_argv(
+    one_node, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """A root engine (root's, so it is adopted) whose argv holds command substitutions, a
+    `;`, backquotes, a quote, and docker's own flags (`--privileged`, `-v /:/host`, `--pid
+    host`). Adopted, the argv is shown whole on one line, saved as the engine's words, and
+    the command that would relaunch it — run by a real shell with a `docker` that records
+    its argv — hands every one of them to the engine as one word: nothing runs, none of
+    them becomes an option of docker."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    pwn = tmp_path / "pwned"
+    hostile = [
+        f"$(touch${{IFS}}{pwn}-1)",
+        f";touch${{IFS}}{pwn}-2",
+        f"`touch${{IFS}}{pwn}-3`",
+        "--served-model-name",
+        "it's my model",  # one word with spaces: ps shows three
+        "--api-server-args",
+        "a\nimage: evil/pwn",  # a line break: the shown comment must not end early
+        "-v",
+        "/:/host",
+        "--privileged",
+        "--pid",
+        "host",
+    ]
+    words = ["serve", "evil/model", "--port", "18777", *hostile]
+    node = one_node.node("spark1")
+    with engine_with_argv(None, words) as pid:
+        node.set_file("ps.txt", _ps_line(pid))
+        config = one_node.write_cluster_yaml()
+        config.write_text(
+            config.read_text().replace(
+                "role: head", "role: head\n    fabric_ip: 10.9.9.1\n    fabric_if: enp1s0f0np0"
+            )
+        )
+        assert main(["recipes", "adopt", "--config", str(config), "--yes"]) == 0
+        shown = capsys.readouterr().out
+    saved = list((tmp_path / "config" / "spark-tui" / "recipes").glob("adopted-*.yaml"))
+    assert len(saved) == 1, shown
+    text = saved[0].read_text()
+    argv_lines = [ln for ln in text.splitlines() if "evil/model" in ln and ln.startswith("#")]
+    assert len(argv_lines) == 1, text
+    shown = argv_lines[0].replace("\\n", "\n")  # the line break shown as its escape
+    assert all(shlex_in(w, shown) for w in words), text
+    assert not [ln for ln in text.splitlines() if ln.startswith("image:") and "pwn" in ln]
+    assert f"(pid {pid}" in text
+    rid = saved[0].stem
+    assert main(["recipes", "render", rid, "--config", str(config), "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    runs = [s["command"] for s in plan["steps"] if s["command"].startswith("docker run")]
+    assert runs, plan
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    record = tmp_path / "docker-argv"
+    (fake / "docker").write_text(
+        f'#!/bin/sh\nfor a in "$@"; do printf "%s\\0" "$a"; done > {record}\n'
+    )
+    (fake / "docker").chmod(0o755)
+    subprocess.run(
+        ["/bin/sh", "-c", runs[0]], env={"PATH": f"{fake}:/usr/bin:/bin"}, check=True, timeout=30
+    )
+    got = [a.decode() for a in record.read_bytes().split(b"\0")[:-1]]
+    image_at = got.index("unknown-image")  # docker's options end at the image
+    assert "/:/host" not in got[:image_at] and "--pid" not in got[:image_at], got
+    assert got[image_at + 1 : image_at + 3] == ["sh", "-c"], got
+    # what the container's shell then runs: the same string, run by a real sh, with a
+    # `vllm` that records its argv (its log file moved into the test's directory)
+    inner = got[image_at + 3].replace("/tmp/vllm-serve.log", str(tmp_path / "serve.log"))
+    (fake / "vllm").write_text(
+        f'#!/bin/sh\nfor a in "$@"; do printf "%s\\0" "$a"; done > {record}\n'
+    )
+    (fake / "vllm").chmod(0o755)
+    subprocess.run(
+        ["/bin/sh", "-c", inner], env={"PATH": f"{fake}:/usr/bin:/bin"}, check=True, timeout=30
+    )
+    engine_argv = [a.decode() for a in record.read_bytes().split(b"\0")[:-1]]
+    assert engine_argv == words, engine_argv  # each word whole, as it ran before
+    assert not list(tmp_path.glob("pwned*")), "a word of the argv ran as a command"
+
+
+def shlex_in(word: str, line: str) -> bool:
+    import shlex
+
+    return shlex.quote(word) in line
+
+
+def test_the_argv_adopted_is_the_kernels_and_only_for_a_process_we_believe(
+    one_node, hostile_user: str
+) -> None:
+    """ENGINE_ARGV on a real node: root's engine gives its words as they ran (a space or a
+    line break inside a word kept); another user's process (a pid reused between ps and the
+    adoption) gives [] — nothing is adopted from it."""
+    words = ["serve", "m", "--served-model-name", "my model", "--x", "a\nb"]
+    t = one_node.transport("spark1")
+    try:
+        with engine_with_argv(None, words) as pid:
+            res = t.run(shell.fill(commands.ENGINE_ARGV, {"pid": pid}))
+            got = parse_engine_argv(res.stdout)
+            assert got is not None and got[2:] == words, got
+        with engine_with_argv(hostile_user, words) as pid:
+            res = t.run(shell.fill(commands.ENGINE_ARGV, {"pid": pid}))
+            assert parse_engine_argv(res.stdout) == []
+        # a node that does not answer in that form: the words ps showed stand
+        assert parse_engine_argv("") is None
+    finally:
+        t.close()
+
+
+@pytest.mark.parametrize(
+    ("target", "expected"),
+    [
+        ("/tmp/vllm-serve.log", "docker exec victim tail -n 200 -F /tmp/vllm-serve.log"),
+        # the file inside the container deleted and a symlink planted at "… (deleted)"
+        ("/tmp/vllm-serve.log (deleted)", "docker logs -f --tail 200 victim"),
+        ("/tmp/x\n/etc/shadow", "docker logs -f --tail 200 victim"),
+        ("/tmp/$(reboot).log", "docker exec victim tail -n 200 -F '/tmp/$(reboot).log'"),
+        ("pipe:[123456]", "docker logs -f --tail 200 victim"),
+    ],
+    ids=["file", "deleted", "newline", "substitution", "pipe"],
+)
+def test_an_engine_in_a_container_is_followed_by_a_name_only_when_it_is_a_plain_file(
+    target: str, expected: str
+) -> None:
+    """This stop's variants of the "(deleted)" attack inside a container (all held): the
+    container's file is followed by its name only when it is a live plain path (quoted);
+    a deleted one, a name with a line break or not a file at all: the container's output."""
+    cid = VICTIM_ID
+    text = (
+        f"0::/system.slice/docker-{cid}.scope\n@@spark-tui exe\n/usr/bin/python3.12\n"
+        f"@@spark-tui fd1\n{target}\n"
+    )
+    out = parse_engine_output(text)
+    assert out.container_id == cid
+    victim = Container(cid[:12], "victim", "vllm/vllm-openai", "running", "Up 1 minute")
+    st = NodeState("spark1", 0.0, containers=(victim,))
+    st.engine = parse_processes(
+        "0\n  77     0 python3 -m vllm.entrypoints.openai.api_server\n"
+    ).engine
+    assert engine_log_command(out, st) == expected

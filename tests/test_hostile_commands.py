@@ -110,6 +110,69 @@ DISGUISED_REBOOTS = [
     "hostname evil",
 ]
 
+# this stop's variants (issue 22, item 5): a flag's value hiding the verb (systemctl -p
+# VALUE, nvidia-smi's optional -l interval) passed before; the rest held
+DISGUISED_REBOOTS += [
+    "systemctl -p status reboot",
+    "systemctl --property status poweroff",
+    "systemctl -t status isolate rescue.target",
+    "systemctl -n status kexec",
+    "systemctl --state status halt",
+    "systemctl --lines status stop sshd",
+    "nvidia-smi -l -r",
+    "nvidia-smi -lms -r",
+    "nvidia-smi -q -l --gpu-reset",
+    "nvidia-smi -d -r",
+    "cat${IFS}/etc/hostname; reboot${IFS}",
+    "$IFS reboot",
+    "busybox${IFS}reboot",
+    "IFS=/; ls",
+    "s\\h -c reboot",
+    "'s'h -c reboot",
+    '"bash" -c reboot',
+    "sh -c 're''boot'",
+    "sh -c \"reb\"'oot'",
+    "/usr/bin/env reboot",
+    "env -i reboot",
+    "xargs -a /dev/null reboot",
+    "echo reboot | xargs",
+    "echo reboot | xargs -0 sh -c",
+    "timeout 5 reboot",
+    "nice reboot",
+    "setsid reboot",
+    "chroot / reboot",
+    "su -c reboot",
+    "flock /tmp/x reboot",
+    'eval "$(echo reboot)"',
+    "echo reboot | sh -s",
+    "ls |& bash",
+    "python3 - < /tmp/x.py",
+    "perl -E 'system 1'",
+    "python3 -m os",
+    'echo "${HOME:?$(reboot)}"',
+    'echo "${HOME}$(reboot)"',
+    "echo ${!x}",
+    "find / -fprint /etc/x",
+    "sort -o /etc/passwd /dev/null",
+    "sort --compress-program=reboot -S 1 /etc/services",
+    "journalctl --vacuum-size=1",
+    "dmesg -C",
+    "ip netns exec x reboot",
+    "ip -batch /tmp/x",
+    "ethtool -f eth0 fw.bin",
+    "sysctl kernel.sysrq=1",
+    "sysctl -p /tmp/x.conf",
+    "echo b >/proc/sys/vm/../../sysrq-trigger",
+    "echo x 2>/tmp/x",
+    "echo x &>/tmp/x",
+    "hostname -F /tmp/x",
+    "date 010100002030",
+    "uniq /etc/hostname /etc/x",
+    "echo x\nreboot",
+    "true || /sbin/poweroff",
+    "ls /{a,b}; reb''oot",
+]
+
 
 def _lint_safe(tmp_path: Path, command: str, capsys) -> tuple[int, str]:
     d = tmp_path / "kb"
@@ -170,6 +233,10 @@ def test_lint_says_what_makes_it_unsafe(tmp_path: Path, command: str, why: str, 
         "grep -E 'MemFree|Cached' /proc/meminfo",
         "sysctl -n vm.swappiness",
         "sysctl -w vm.drop_caches=3",
+        "systemctl show -p MainPID --value docker",
+        "systemctl status -n 50 docker",
+        "nvidia-smi -l 5 -q",
+        "nvidia-smi -q -d MEMORY",
     ],
 )
 def test_a_read_only_command_stays_safe(command: str) -> None:
@@ -251,3 +318,44 @@ def test_the_old_glob_rule_allowed_more_than_the_command(tmp_path: Path) -> None
     assert _sudo_allows(
         old, tmp_path, [ip, "link", "set", "dev", "eth0", "down", "dev", "eth0", "mtu", "9000"]
     )
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="binding /etc/sudoers needs root")
+def test_no_command_of_the_rule_allows_a_word_more_or_another_word(tmp_path: Path) -> None:
+    """This stop's variants of the sudoers attack (all held): each command of the rule, by
+    sudo itself, with a word added after it, a word changed, a glob's character class fed
+    a space or a line break, the interface word fed a tab, a newline or an option."""
+    rule = sudoers_rule(root_commands(), user="nobody")
+    ip, mv = PATHS["ip"], PATHS["mv"]
+    src = "/etc/modprobe.d/zz-nvidia-drm-override.conf"
+    stamp = "20261125T230000Z"
+    pstore = ["/sys/fs/pstore", "-maxdepth", "1", "-type", "f", "-exec", "tail", "-v", "-n"]
+    allowed = [
+        [mv, "-n", "--", src, f"{src}.spark-tui-backup-{stamp}"],
+        [PATHS["journalctl"], "-b", "-1", "-k", "-n", "300", "--no-pager"],
+        [PATHS["nvidia-smi"], "-lgc", "200,2150"],
+        [PATHS["find"], *pstore, "400", "{}", "+"],
+    ]
+    for argv in [a for a in allowed if os.path.exists(a[0])]:  # sudo -l needs the program
+        assert _sudo_allows(rule, tmp_path, argv), argv
+        assert not _sudo_allows(rule, tmp_path, [*argv, "/etc/shadow"]), argv
+    for more in (
+        [mv, "-n", "--", src, f"{src}.spark-tui-backup-2026112 T230000Z"],
+        [mv, "-n", "--", src, f"{src}.spark-tui-backup-2026112\nT230000Z"],
+        [mv, "-n", "--", src, "/etc/sudoers.d/x.spark-tui-backup-" + stamp],
+        [mv, "-n", "--", "/etc/shadow", f"{src}.spark-tui-backup-{stamp}"],
+        [mv, "--", src, f"{src}.spark-tui-backup-{stamp}"],
+        [PATHS["journalctl"], "-b", "-1", "-k", "-n", "300", "--no-pager", "--vacuum-size=1"],
+        [PATHS["find"], "/sys/fs/pstore", "-maxdepth", "1", "-type", "f", "-delete"],
+        [PATHS["nvidia-smi"], "-lgc", "200,2150", "-r"],
+        [PATHS["sysctl"], "-w", "vm.drop_caches=3", "kernel.sysrq=1"],
+        ["/usr/bin/dmesg", "-T", "-C"],
+        [ip, "link", "set", "dev", "eth0\tdown", "mtu", "9000"],
+        [ip, "link", "set", "dev", "eth0\ndown", "mtu", "9000"],
+        [ip, "link", "set", "dev", "eth0", "mtu", "9000\n"],
+        [ip, "-force", "link", "set", "dev", "eth0", "mtu", "9000"],
+        [ip, "-batch", "/tmp/x", "link", "set", "dev", "eth0", "mtu", "9000"],
+        [ip, "link", "set", "dev", "eth0", "mtu", "90000"],
+    ):
+        if os.path.exists(more[0]):  # else sudo refuses for want of the program
+            assert not _sudo_allows(rule, tmp_path, more), more

@@ -324,3 +324,48 @@ def test_an_unreadable_knowledge_directory_is_exit_2(tmp_path: Path) -> None:
         2,
         f"spark-tui: {knowledge}: cannot read: Permission denied\n",
     )
+
+
+@pytest.mark.sshd
+def test_trust_under_read_only_writes_no_known_hosts(sshd_cluster: SshdCluster) -> None:  # noqa: F811
+    """A variant of `recipes import` writing under --read-only: `trust --yes` (the one way
+    spark-tui writes known_hosts) is refused the same way, the file unchanged."""
+    sshd_cluster.forget_host_key("spark1")
+    before = sshd_cluster.known_hosts.read_bytes()
+    cluster_yaml = sshd_cluster.write_cluster_yaml()
+    proc = cli("--read-only", "trust", "spark1", "--config", str(cluster_yaml), "--yes")
+    no_traceback(proc)
+    assert proc.returncode != 0, proc.stdout
+    assert "read-only: refused to trust the host key of spark1" in proc.stderr, proc.stderr
+    assert sshd_cluster.known_hosts.read_bytes() == before
+    # the fingerprint is still shown: reading is what --read-only allows
+    assert "presents this host key" in proc.stdout
+
+
+@pytest.mark.parametrize("planted", ["fifo", "symlink"])
+def test_a_planted_debug_log_neither_hangs_nor_is_written_through(
+    tmp_path: Path, planted: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--debug-log FILE` (or SPARK_TUI_DEBUG_LOG) where FILE is a FIFO hung every command
+    (opening it for writing waits for a reader); a symlink there was written through. Both
+    are refused in one line, exit 2, the symlink's target untouched."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("untouched\n")
+    log = tmp_path / "debug.log"
+    if planted == "fifo":
+        os.mkfifo(log)
+    else:
+        log.symlink_to(victim)
+    for how in (["--debug-log", str(log)], []):
+        if not how:
+            monkeypatch.setenv("SPARK_TUI_DEBUG_LOG", str(log))
+        proc = cli(*how, "kb", "list", timeout=30)
+        no_traceback(proc)
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.startswith(f"spark-tui: {log}: cannot write the debug log: "), proc
+        assert "refused" in proc.stderr
+    assert victim.read_text() == "untouched\n"
+    monkeypatch.delenv("SPARK_TUI_DEBUG_LOG")
+    good = tmp_path / "good.log"
+    assert cli("--debug-log", str(good), "kb", "list", timeout=30).returncode == 0
+    assert good.exists() and good.stat().st_mode & 0o077 == 0

@@ -51,3 +51,39 @@ def test_500_nodes_with_a_log_each_run_on_a_bounded_number_of_threads() -> None:
         session.close()
     # the pool, the stream pump, the line flusher and the evidence gatherer at most
     assert peak - before <= MAX_WORKERS + 3, (before, peak)
+
+
+def test_ssh_connections_share_one_watcher_thread(tmp_path, monkeypatch) -> None:
+    """Real sshd nodes, many connections: one watcher thread for all of them (it was one per
+    node), and each connection's own thread is paramiko's; a dropped node still comes back."""
+    from tests.conftest import require_tool
+    from tests.sshd_nodes import start_sshd_cluster
+
+    require_tool("sshd")
+    cluster = start_sshd_cluster(tmp_path / "sshd", names=("spark1", "spark2"))
+    monkeypatch.setenv("HOME", str(cluster.home))
+    before = threading.active_count()
+    conns = [cluster.transport(name) for name in ("spark1", "spark2") for _ in range(10)]
+    try:
+        for t in conns:
+            assert t.run("echo up").stdout == "up\n"
+        names = [th.name for th in threading.enumerate()]
+        assert names.count("ssh-watch") == 1, names
+        assert not [n for n in names if n.startswith("ssh-watch:")], names
+        # paramiko's one thread per connection, and the one watcher
+        assert threading.active_count() - before <= len(conns) + 1, names
+        cluster.node("spark2").stop()
+        dropped = [t for t in conns if t.name == "spark2"]
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and any(t.state.reachable for t in dropped):
+            time.sleep(0.05)
+        assert not any(t.state.reachable for t in dropped)
+        cluster.node("spark2").start()
+        while time.monotonic() < deadline and not all(t.state.reachable for t in dropped):
+            time.sleep(0.05)
+        assert all(t.run("echo back").stdout == "back\n" for t in conns)
+        assert [th.name for th in threading.enumerate()].count("ssh-watch") == 1
+    finally:
+        for t in conns:
+            t.close()
+        cluster.stop()

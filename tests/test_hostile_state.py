@@ -586,3 +586,199 @@ def test_a_demo_report_never_follows_a_planted_directory_in_tmp(
         written = session.export_report([])
     assert written.parent == shared / "spark-tui-demo-reports" and written.is_file()
     assert list(elsewhere.iterdir()) == []
+
+
+def test_the_bug_report_advice_writes_into_the_users_home_not_a_shared_tmp(
+    tmp_path: Path,
+) -> None:
+    """The evidence item gives a root command to run on the node; its output file was in
+    /tmp under a name anyone can predict (a planted symlink there is written through by
+    root where protected_symlinks is off). Run by a real shell, the advice names a file in
+    the home of whoever runs it."""
+    from spark_tui.remedy.render import evidence_command
+
+    said = subprocess.run(
+        ["/bin/sh", "-c", evidence_command("nvidia-bug-report", None, "20261125T230000Z")],
+        capture_output=True,
+        text=True,
+        env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
+        check=True,
+    ).stdout
+    assert "/tmp/" not in said, said
+    shown = said.split("--output-file ", 1)[1].strip()
+    # the operator pastes it into their own shell: "$HOME" is theirs
+    out = subprocess.run(
+        ["/bin/sh", "-c", f"printf %s {shown}"],
+        capture_output=True,
+        text=True,
+        env={"HOME": str(tmp_path)},
+        check=True,
+    ).stdout
+    assert out == f"{tmp_path}/nvidia-bug-report-20261125T230000Z.log.gz"
+
+
+def _plant_input(path: Path, kind: str) -> None:
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "directory":
+        path.mkdir()
+    elif kind == "symlink-loop":
+        path.symlink_to(path)
+    elif kind == "binary":
+        path.write_bytes(b"hosts: [10.0.0.1]\n\xff\xfe\n")
+    elif kind == "huge":
+        path.write_text("hosts: [10.0.0.1]\n" + "#" * 3_000_000)
+    elif kind == "escape":
+        path.write_text('hosts: [10.0.0.1, "\\e]0;pwned\\a"]\n')
+    elif kind == "newline-host":
+        path.write_text('hosts: ["10.0.0.1\\nname: x"]\n')
+    elif kind == "option-host":
+        path.write_text(f'hosts: ["-oProxyCommand=touch {path.parent}/pwned"]\n')
+    elif kind == "not-a-cluster":
+        path.write_text("- a\n")
+
+
+@pytest.mark.parametrize(
+    ("kind", "what"),
+    [
+        ("missing", ": cannot read: No such file or directory"),
+        ("fifo", ": cannot read: not a regular file"),
+        ("directory", ": cannot read: it is a directory"),
+        ("symlink-loop", ": cannot read: Too many levels of symbolic links"),
+        ("binary", ":2: cannot read: not UTF-8 text"),
+        ("huge", ": larger than 256 KiB: refused"),
+        ("escape", ":1: invalid YAML: control character '\\x1b' in a value"),
+        ("newline-host", ":1: '10.0.0.1\\nname: x' is not a host name or address"),
+        ("option-host", ":1: '-oProxyCommand=touch "),
+        ("not-a-cluster", ":1: neither an eugr/spark-vllm-docker .env"),
+    ],
+)
+def test_discover_from_says_what_is_wrong_with_the_input_naming_it(
+    tmp_path: Path, kind: str, what: str
+) -> None:
+    """This stop's variants: every way the --from input can be bad is one line naming the
+    input (not the output), exit 2, within the timeout; a FIFO, a directory and a symlink
+    loop were "no such file" (they exist); nothing is written, nothing runs."""
+    src = tmp_path / "sparkrun.yaml"
+    _plant_input(src, kind)
+    out = tmp_path / "cluster.yaml"
+    proc = cli("discover", "--from", str(src), "--no-probe", "--output", str(out), "--yes")
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith(f"spark-tui: {src}{what}"), proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert str(out) not in proc.stderr and not out.exists()
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_a_newline_in_the_discover_input_path_cannot_inject_yaml(tmp_path: Path) -> None:
+    """The variant of the import attack on `discover --from`: the input's path (a directory
+    named with line breaks) is written in the cluster.yaml's first comment; it started YAML
+    of its own (`recipe: evil-injected`). Now shown with its escapes, the file loads with
+    no recipe, and the name is still there to read."""
+    from spark_tui.nodes.config import load_cluster
+
+    evil = tmp_path / "x\nrecipe: evil-injected\n#"
+    evil.mkdir()
+    src = evil / "sparkrun.yaml"
+    src.write_text("name: c\nhosts: [10.0.0.1, 10.0.0.2]\n")
+    out = tmp_path / "cluster.yaml"
+    proc = cli("discover", "--from", str(src), "--no-probe", "--output", str(out), "--yes")
+    assert proc.returncode == 0, proc.stderr
+    written = out.read_text()
+    assert "\nrecipe:" not in written, written
+    assert "x\\nrecipe: evil-injected\\n#/sparkrun.yaml" in written.splitlines()[0]
+    cluster = load_cluster(out)
+    assert cluster.recipe is None and [n.host for n in cluster.nodes] == ["10.0.0.1", "10.0.0.2"]
+
+
+@pytest.mark.parametrize("planted", ["symlink", "fifo"])
+def test_a_journal_swapped_mid_fix_for_a_symlink_or_a_fifo(tmp_path: Path, planted: str) -> None:
+    """This stop's variants of the journal failing mid-fix: the second command puts a
+    symlink to a victim file (or a FIFO) where the journal was. The end of that command
+    cannot be recorded: the fix stops at once (no hang on the FIFO), the message says
+    exactly what ran, the victim is untouched, nothing after runs."""
+    journal = StateDir.real().journal_path
+    victim = tmp_path / "victim.txt"
+    victim.write_text("untouched\n")
+    plant = f"ln -s {victim} {journal}" if planted == "symlink" else f"mkfifo {journal}"
+    breaker = f"[ {{node.name}} = spark1 ] && mv {journal} {journal}.old && {plant}"
+    fix = fix_from(
+        textwrap.dedent(
+            f"""
+            - id: steps
+              title: Some steps
+              risk: destructive
+              root: false
+              actions:
+                - type: run
+                  on: all
+                  command: 'echo one'
+                - type: run
+                  on: all
+                  command: {json.dumps(breaker)}
+                - type: run
+                  on: all
+                  command: 'echo three'
+            """
+        )
+    )
+    world = make_world(tmp_path / "w", CLUSTER)
+    done = threading.Event()
+    caught: list[BaseException] = []
+
+    def go() -> None:
+        try:
+            run_fix(plan_fix(fix, CLUSTER), run_env(world.transports), yes=True)
+        except BaseException as exc:  # the error is the outcome under test
+            caught.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=go, daemon=True).start()
+    assert done.wait(60), "the fix hung on the planted journal"
+    assert len(caught) == 1 and isinstance(caught[0], JournalUnwritable), caught
+    message = str(caught[0])
+    assert "spark1: echo one (exit 0); spark2: echo one (exit 0); spark1: [ spark1 = spark1 ]" in (
+        message
+    )
+    assert message.count("(exit 0)") == 3 and "nothing after these ran" in message
+    assert "refused" in message or "not a regular file" in message, message
+    ran = [c for t in world.transports.values() for c in t.commands]
+    assert len(ran) == 3 and not any("three" in c for c in ran)
+    assert victim.read_text() == "untouched\n"
+
+
+def _files_under(*dirs: str | None) -> set[str]:
+    found: set[str] = set()
+    for d in dirs:
+        if d and Path(d).exists():
+            found |= {str(p) for p in Path(d).rglob("*")}
+    return found
+
+
+@pytest.mark.parametrize(
+    ("argv", "what"),
+    [
+        (("recipes", "adopt", "--demo", "attach-eugr", "--yes"), "save the adopted recipe"),
+        (("recipes", "undo", "tiny-llama-cpu-vllm"), "undo the last patch"),
+        (("discover", "--no-probe", "--yes"), "write "),
+    ],
+    ids=["adopt", "undo", "discover"],
+)
+def test_other_writing_commands_refuse_under_read_only(
+    tmp_path: Path, argv: tuple[str, ...], what: str
+) -> None:
+    """This stop's variants of `recipes import` writing under --read-only (all held): each
+    command that writes a file of the user's says so and writes nothing."""
+    out = tmp_path / "cluster.yaml"
+    if argv[0] == "discover":
+        src = tmp_path / "sparkrun.yaml"
+        src.write_text("hosts: [10.0.0.1, 10.0.0.2]\n")
+        argv = (*argv, "--from", str(src), "--output", str(out))
+    homes = (os.environ.get("XDG_CONFIG_HOME"), os.environ.get("XDG_STATE_HOME"))
+    before = _files_under(*homes)
+    proc = cli("--read-only", *argv)
+    assert proc.returncode != 0, proc.stdout
+    assert f"read-only: refused to {what}" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert _files_under(*homes) == before and not out.exists()

@@ -99,8 +99,8 @@ def run(args: argparse.Namespace) -> int:
     if args.from_file:
         from spark_tui.nodes.cluster_import import read_cluster_file
 
-        if not Path(args.from_file).is_file():
-            raise InputError("no such file", args.from_file)
+        # read_text says what the input is when it is no file to read (missing, a FIFO, a
+        # directory, a symlink loop), naming it
         imported = read_cluster_file(Path(args.from_file))
         candidates = [] if args.no_probe else imported.candidates()
         candidates += expand_targets(args.targets)

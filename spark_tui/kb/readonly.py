@@ -391,7 +391,14 @@ def _nvidia_smi(name: str, args: list[str]) -> None:
             raise _NotReadOnly("nvidia-smi -f writes a file")
         if flag not in ok:
             raise _NotReadOnly(f"nvidia-smi {a}: not a known read-only flag of nvidia-smi")
-        if flag in takes_value and "=" not in a:
+        value = args[i + 1] if i + 1 < len(args) else None
+        if flag in ("-l", "-lms", "--loop", "--loop-ms"):
+            # the interval may be left out: a next word that is not a number is a flag
+            if "=" not in a and value is not None and value.isdigit():
+                i += 1
+        elif flag in takes_value and "=" not in a:
+            if value is not None and value.startswith("-"):  # -d -r: is -r a value or a reset?
+                raise _NotReadOnly(f"nvidia-smi {a} {value}: a flag where a value belongs")
             i += 1
         i += 1
 
@@ -472,15 +479,28 @@ _SYSTEMCTL_FLAGS = {"--no-pager", "--all", "-a", "--full", "-l", "--plain", "--u
 _SYSTEMCTL_FLAGS |= {"--property", "--value", "--type", "-t", "--state", "-n", "--lines"}
 
 
+_SYSTEMCTL_VALUES = {"-p", "--property", "-t", "--type", "--state", "-n", "--lines"}
+
+
 def _systemctl(name: str, args: list[str]) -> None:
+    """Only a reading verb, read as systemctl reads it: a flag's value is the next word
+    (`systemctl -p status reboot` reboots: `status` is the property, `reboot` the verb)."""
     reading = {"status", "show", "is-active", "is-enabled", "is-failed", "list-units"}
     reading |= {"list-unit-files", "list-timers", "list-sockets", "cat", "list-dependencies"}
     reading |= {"is-system-running", "get-default"}
-    operands = [a for a in args if not a.startswith("-")]
-    flags = [a.split("=", 1)[0] for a in args if a.startswith("-")]
-    for f in flags:
-        if f not in _SYSTEMCTL_FLAGS:
-            raise _NotReadOnly(f"systemctl {f}: not a known read-only flag of systemctl")
+    operands: list[str] = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        i += 1
+        if not a.startswith("-"):
+            operands.append(a)
+            continue
+        flag = a.split("=", 1)[0]
+        if flag not in _SYSTEMCTL_FLAGS:
+            raise _NotReadOnly(f"systemctl {flag}: not a known read-only flag of systemctl")
+        if flag in _SYSTEMCTL_VALUES and "=" not in a:
+            i += 1  # its value, whatever it says
     if operands and operands[0] not in reading:
         raise _NotReadOnly(f"systemctl {operands[0]}: not a reading subcommand of systemctl")
 

@@ -88,6 +88,10 @@ ENGINE_OUTPUT = (
     "cat /proc/{pid}/cgroup 2>/dev/null; echo @@spark-tui exe; readlink /proc/{pid}/exe; "
     "echo @@spark-tui fd1; readlink /proc/{pid}/fd/1"
 )
+# Before an engine is adopted: our user, the process's owner, and its argument vector as the
+# kernel keeps it (NUL-separated: a word holding a space stays one word, where ps joins the
+# words with spaces).
+ENGINE_ARGV = "id -u; stat -c %u /proc/{pid}; base64 -w0 /proc/{pid}/cmdline"
 # An engine's output file outside a container is read through its open descriptor, never by
 # a name someone could replace (a symlink planted at `… (deleted)`, a renamed file).
 ENGINE_FD_TAIL = "tail -n 200 -F /proc/{pid}/fd/1"

@@ -28,6 +28,7 @@ from spark_tui.nodes.cluster import NodeConfig
 from spark_tui.nodes.sampler import read_sections
 from spark_tui.nodes.state import Interface
 from spark_tui.nodes.transport import NodeUnreachable, Transport
+from spark_tui.untrusted import escaped
 
 GB10 = "NVIDIA GB10"
 MAX_SUBNET_HOSTS = 256  # a /24: discover never sweeps more than that
@@ -351,11 +352,11 @@ class Proposal:
     def cluster_yaml(self) -> str:
         count = f"{len(self.nodes)} DGX Spark{'s' if len(self.nodes) != 1 else ''}"
         lines = [
-            f"# written by `spark-tui discover` from {self.origin} — {count}"
+            f"# written by `spark-tui discover` from {escaped(self.origin)} — {count}"
             if self.origin
             else f"# written by `spark-tui discover` — {count}, {self.topology}"
         ]
-        lines += [f"# {note}" for note in self.notes]
+        lines += [f"# {escaped(note)}" for note in self.notes]
         if self.models_dir:
             lines.append(f"models_dir: {_yaml_text(self.models_dir)}")
         lines.append("nodes:")

@@ -5,8 +5,8 @@
 - Host keys are checked against known_hosts with RejectPolicy: an unknown key is
   refused (HostKeyUnknown says how to trust it: `spark-tui trust NODE`), a
   changed key is refused louder. Never AutoAddPolicy.
-- Keepalives on the connection; a watcher thread notices a drop and reopens the
-  connection with back-off. Meanwhile `state` says "unreachable since …,
+- Keepalives on the connection; one watcher for all nodes (spark_tui/nodes/reconnect.py)
+  notices a drop and reopens the connection with back-off. Meanwhile `state` says "unreachable since …,
   retrying" and every call raises NodeUnreachable at once (no call blocks on a
   dead node, no other exception escapes).
 - Root only through `sudo -n` (run_as_root): a password prompt fails with a
@@ -33,6 +33,7 @@ from spark_tui import shell
 from spark_tui.clock import Clock, RealClock
 from spark_tui.errors import SparkTuiError
 from spark_tui.nodes.cluster import NodeConfig
+from spark_tui.nodes.reconnect import RECONNECTOR
 from spark_tui.nodes.transport import (
     CommandResult,
     LineSplitter,
@@ -477,9 +478,7 @@ class SSHTransport(Transport):
         self._error: NodeUnreachable | None = None
         self._tried = False
         self._closed = threading.Event()
-        self._wake = threading.Event()
         self._state = Reachability(False, self._clock.now(), "not connected yet", retrying=False)
-        self._watcher: threading.Thread | None = None
         self.connects = 0  # successful connections (a test and the bench read it)
 
     # -- connection ------------------------------------------------------------
@@ -546,11 +545,12 @@ class SSHTransport(Transport):
                 if not self._tried:
                     self._open()
                     self._tried = True
-                    self._start_watcher()
+                    if not self._closed.is_set():
+                        RECONNECTOR.add(self)
             return self._ensure_connected()
         if client is not None:  # it was up and is not active any more
             self._set_down(NodeUnreachable(self.name, "connection lost"))
-            self._wake.set()
+            RECONNECTOR.wake(self)
         return self._ensure_connected()
 
     def _ensure_connected(self) -> paramiko.Transport:
@@ -564,32 +564,31 @@ class SSHTransport(Transport):
             raise type(err)(self.name, err.reason, err.since)
         raise NodeUnreachable(self.name, err.reason + ", retrying", err.since)
 
-    def _start_watcher(self) -> None:
-        self._watcher = threading.Thread(
-            target=self._watch, name=f"ssh-watch:{self.name}", daemon=True
-        )
-        self._watcher.start()
+    # -- what the shared watcher (RECONNECTOR) asks of a connection -----------------
+    @property
+    def watch_s(self) -> float:
+        return self._watch_s
 
-    def _watch(self) -> None:
-        """Notice a dropped connection; reopen it with back-off."""
-        attempt = 0
-        while not self._closed.is_set():
-            if self._alive_now():
-                attempt = 0
-                self._wake.wait(self._watch_s)
-                self._wake.clear()
-                continue
-            with self._lock:
-                up = self._client is not None
-            if up:
-                self._set_down(NodeUnreachable(self.name, "connection lost"))
-            delay = self._backoff[min(attempt, len(self._backoff) - 1)]
-            if self._closed.wait(delay):
-                return
-            attempt += 1
-            with self._connect_lock:
-                if not self._closed.is_set() and not self._alive_now():
-                    self._open()
+    @property
+    def backoff_s(self) -> Sequence[float]:
+        return self._backoff
+
+    def alive_now(self) -> bool:
+        return self._alive_now()
+
+    def mark_lost(self) -> None:
+        with self._lock:
+            up = self._client is not None
+        if up:
+            self._set_down(NodeUnreachable(self.name, "connection lost"))
+
+    def reopen(self) -> None:
+        if self._closed.is_set():  # closed while it was being added
+            RECONNECTOR.remove(self)
+            return
+        with self._connect_lock:
+            if not self._closed.is_set() and not self._alive_now():
+                self._open()
 
     def _alive_now(self) -> bool:
         with self._lock:
@@ -605,7 +604,7 @@ class SSHTransport(Transport):
 
     def _check_alive(self) -> None:
         if not self._alive_now() and not self._closed.is_set():
-            self._wake.set()
+            RECONNECTOR.wake(self)
 
     def _probe(self, transport: paramiko.Transport) -> None:
         """After a timeout: does the node still answer at all? A channel must open within
@@ -620,7 +619,7 @@ class SSHTransport(Transport):
     def _dropped(self, exc: BaseException) -> NodeUnreachable:
         err = NodeUnreachable(self.name, f"connection lost ({type(exc).__name__})")
         self._set_down(err)
-        self._wake.set()
+        RECONNECTOR.wake(self)
         return NodeUnreachable(self.name, err.reason + ", retrying", err.since)
 
     # -- Transport ---------------------------------------------------------------
@@ -711,7 +710,7 @@ class SSHTransport(Transport):
 
     def close(self) -> None:
         self._closed.set()
-        self._wake.set()
+        RECONNECTOR.remove(self)
         with self._lock:
             client, self._client = self._client, None
             jumps, self._jumps = self._jumps, []
@@ -720,8 +719,6 @@ class SSHTransport(Transport):
             client.close()
         for j in jumps:
             j.close()
-        if self._watcher is not None and self._watcher is not threading.current_thread():
-            self._watcher.join(timeout=5)
 
 
 # ---------------------------------------------------------------- helpers

@@ -461,7 +461,9 @@ def adopted_recipe(
         "name": f"adopted from what runs on {node}",
         "model": model,
         "container": image or "unknown-image",
-        "command": shlex.join(words),
+        # the words as they ran: a brace in one (`--compilation-config '{"level":3}'`, `${X}`)
+        # is a brace, not a str.format field of eugr's format
+        "command": shlex.join(words).replace("{", "{{").replace("}", "}}"),
     }
     recipe = parse_eugr(data, f"{rid}.yaml")
     backend = ""

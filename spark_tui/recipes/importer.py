@@ -16,6 +16,7 @@ from spark_tui.recipes.loader import parse_recipe_text
 from spark_tui.recipes.model import Recipe
 from spark_tui.recipes.revisions import recipe_to_yaml
 from spark_tui.safefile import write_atomic
+from spark_tui.untrusted import escaped
 
 
 def imported_text(recipe: Recipe, source: Path) -> str:
@@ -27,7 +28,7 @@ def imported_text(recipe: Recipe, source: Path) -> str:
     )
     lines = [
         f"# Imported by `spark-tui recipes import` from a recipe in the format of {launcher}:",
-        f"#   {_one_line(str(source))}",
+        f"#   {escaped(str(source))}",
         "# status: untested until it served for you; then set `status: works` and name in",
         "# `sources:` where it is reported working (recipes/SCHEMA.md).",
     ]
@@ -37,21 +38,12 @@ def imported_text(recipe: Recipe, source: Path) -> str:
             "(line numbers are the source file's):"
         )
         lines += [
-            f"#   {'' if u.kind == 'not mapped' else u.kind + ': '}{_one_line(str(u))}"
+            f"#   {'' if u.kind == 'not mapped' else u.kind + ': '}{escaped(str(u))}"
             for u in recipe.unmapped
         ]
     else:
         lines.append("# Every field was mapped.")
     return "\n".join(lines) + "\n" + recipe_to_yaml(recipe)
-
-
-def _one_line(text: str) -> str:
-    """Text for a comment line: a newline or other control character (a directory may be
-    named with one) is escaped, so it cannot end the comment and start YAML."""
-    return "".join(
-        ch if ch.isprintable() or ch == " " else ch.encode("unicode_escape").decode("ascii")
-        for ch in text
-    )
 
 
 def _stamp() -> str:

@@ -114,7 +114,9 @@ def evidence_command(
         return shell.as_root(PSTORE_TAIL)
     if item == "nvidia-bug-report":
         # not run for the user (minutes of work, a large file): the report says what to run
-        out = f"/tmp/nvidia-bug-report-{stamp}.log.gz"
+        # into the user's own home, never a shared /tmp where another user of the node can
+        # plant a symlink at a name this predictable (root would write through it)
+        out = f'"$HOME"/nvidia-bug-report-{stamp}.log.gz'
         command = f"sudo nvidia-bug-report.sh --output-file {out}"
         return "echo " + shell.quote(f"Run this on the node for NVIDIA's bug report: {command}")
     if item == "nccl-libraries":

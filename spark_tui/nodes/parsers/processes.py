@@ -164,3 +164,25 @@ def parse_engine_output(text: str) -> EngineOutput:
         unit.group(1) if unit else None,
         exe.strip() or None,
     )
+
+
+def parse_engine_argv(text: str) -> list[str] | None:
+    """ENGINE_ARGV's answer → the engine's argument vector, word for word; [] when the
+    process is not ours to believe (another owner, or no longer an engine: its pid was
+    reused); None when the node did not answer in that form (the words ps showed stand)."""
+    import base64
+    import binascii
+
+    lines = text.split("\n")
+    if len(lines) < 3 or not lines[0].strip().isdigit() or not lines[1].strip().isdigit():
+        return None
+    if int(lines[1]) not in {0, int(lines[0])}:
+        return []
+    try:
+        raw = base64.b64decode(lines[2].strip(), validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    words = [w.decode("utf-8", errors="replace") for w in raw.split(b"\0")]
+    if words and words[-1] == "":
+        words.pop()
+    return words if starts_engine(words) else []

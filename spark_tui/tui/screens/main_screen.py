@@ -159,9 +159,12 @@ class MainScreen(Screen):
                     f"… {batch.dropped_lines} lines not shown: the display fell behind (every one was matched)"
                 ],
             )
-        if batch.logs:
-            pane.update_title()
-        table = self.query_one(DiagnosesTable)
+        try:
+            if batch.logs:
+                pane.update_title()
+            table = self.query_one(DiagnosesTable)
+        except NoMatches:
+            return  # closing: the title or the table went before the log (a traceback on quit)
         head = self.session.config.head.name
         for event in batch.events:
             self.events.said(event)
