@@ -143,7 +143,7 @@ async def _test_read_only_refuses_every_change_with_a_clear_message() -> None:
         assert isinstance(app.screen, FixModal)
         assert "Read-only" in str(app.screen.query_one("#fix-question").render())
         await pilot.press("y")  # … and the engine refuses to run it
-        for _ in range(40):
+        for _ in range(600):  # bounded (30 s): under a loaded machine the refusal takes a while
             await pilot.pause(0.05)
             if app.screen.phase == "done":
                 break
@@ -155,7 +155,7 @@ async def _test_read_only_refuses_every_change_with_a_clear_message() -> None:
         await pilot.pause()
         assert isinstance(app.screen, FixModal)
         await pilot.press("y")
-        for _ in range(40):
+        for _ in range(600):  # bounded (30 s): under a loaded machine the refusal takes a while
             await pilot.pause(0.05)
             if app.screen.phase == "done":
                 break
