@@ -438,13 +438,9 @@ def _run(command: str, risk: str = "disruptive") -> str:
     )
 
 
-def test_a_journal_that_fails_mid_fix_says_exactly_what_ran(tmp_path: Path) -> None:
-    """The second action's command, on spark1, makes the journal unwritable (a directory
-    where the file was): its end cannot be recorded. The error names the three commands
-    that ran, each with how it ended; nothing ran after them."""
-    journal = StateDir.real().journal_path
-    breaker = f"[ {{node.name}} = spark1 ] && mv {journal} {journal}.old && mkdir {journal}"
-    fix = fix_from(
+def _three_steps(breaker: str):
+    """A fix of three run actions on every node: `echo one`, `breaker`, `echo three`."""
+    return fix_from(
         textwrap.dedent(
             f"""
             - id: steps
@@ -464,6 +460,15 @@ def test_a_journal_that_fails_mid_fix_says_exactly_what_ran(tmp_path: Path) -> N
             """
         )
     )
+
+
+def test_a_journal_that_fails_mid_fix_says_exactly_what_ran(tmp_path: Path) -> None:
+    """The second action's command, on spark1, makes the journal unwritable (a directory
+    where the file was): its end cannot be recorded. The error names the three commands
+    that ran, each with how it ended; nothing ran after them."""
+    journal = StateDir.real().journal_path
+    breaker = f"[ {{node.name}} = spark1 ] && mv {journal} {journal}.old && mkdir {journal}"
+    fix = _three_steps(breaker)
     world = make_world(tmp_path / "w", CLUSTER)
     with pytest.raises(JournalUnwritable) as info:
         run_fix(plan_fix(fix, CLUSTER), run_env(world.transports), yes=True)
@@ -702,26 +707,7 @@ def test_a_journal_swapped_mid_fix_for_a_symlink_or_a_fifo(tmp_path: Path, plant
     victim.write_text("untouched\n")
     plant = f"ln -s {victim} {journal}" if planted == "symlink" else f"mkfifo {journal}"
     breaker = f"[ {{node.name}} = spark1 ] && mv {journal} {journal}.old && {plant}"
-    fix = fix_from(
-        textwrap.dedent(
-            f"""
-            - id: steps
-              title: Some steps
-              risk: destructive
-              root: false
-              actions:
-                - type: run
-                  on: all
-                  command: 'echo one'
-                - type: run
-                  on: all
-                  command: {json.dumps(breaker)}
-                - type: run
-                  on: all
-                  command: 'echo three'
-            """
-        )
-    )
+    fix = _three_steps(breaker)
     world = make_world(tmp_path / "w", CLUSTER)
     done = threading.Event()
     caught: list[BaseException] = []
