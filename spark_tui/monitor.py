@@ -167,7 +167,8 @@ class ClusterMonitor:
             n.name: {} for n in cluster.nodes
         }
         self._nvrm_seen: dict[str, set[str]] = {n.name: set() for n in cluster.nodes}
-        self._last_emit: dict[tuple[str, str], float] = {}
+        # per diagnosis: when it was last announced, and its severity and confidence then
+        self._last_emit: dict[tuple[str, str], tuple[float, str, str]] = {}
         self._boot_ids: dict[str, str] = {}
         self._reboot_expected: set[str] = set()
         self._rebooted_unasked: set[str] = set()
@@ -953,9 +954,14 @@ class ClusterMonitor:
         return [n.name for n in self.cluster.workers if not self._own_log.get(n.name)]
 
     def _announce(self, diag: Diagnosis, new: bool, now: float) -> bool:
+        """A repeat hit is announced at most every REPEAT_EMIT_S, except when it changed what
+        the front ends show (a suspected wall the log now says in its own words): events
+        carry frozen snapshots, so an unannounced change would never reach a screen."""
         key = (diag.wall.id, diag.source)
-        if new or now - self._last_emit.get(key, float("-inf")) >= REPEAT_EMIT_S:
-            self._last_emit[key] = now
+        last_at, severity, confidence = self._last_emit.get(key, (float("-inf"), "", ""))
+        changed = (diag.severity, diag.confidence) != (severity, confidence)
+        if new or changed or now - last_at >= REPEAT_EMIT_S:
+            self._last_emit[key] = (now, diag.severity, diag.confidence)
             return True
         return False
 

@@ -48,7 +48,12 @@ def test_ray_channel_timeout_shows_its_wall_under_the_story_client_with_nothing_
                     and detail.diagnosis.wall.id == "ray-channel-timeout"
                 ),
             )
-            assert status.now == "error on spark1: ray-channel-timeout"
+            # the traceback's frames come first (suspected: a warning), its exception line after
+            await wait_for(
+                pilot,
+                lambda: status.now == "error on spark1: ray-channel-timeout",
+                state=lambda: status.now,
+            )
             assert status.next_key.startswith("a applies fix 1 (Relaunch with --enforce-eager")
 
     asyncio.run(scenario())
