@@ -103,3 +103,40 @@ def test_every_page_the_product_names_ships_in_the_wheel() -> None:
     pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     assert '"docs" = "spark_tui/_data/docs"' in pyproject
     assert '"recipes" = "spark_tui/_data/recipes"' in pyproject
+
+
+def test_no_seed_jargon_in_what_the_commands_print(tmp_path: Path) -> None:
+    """ "Seed" is the developers' word for the stories the walls come from: the help of every
+    command, the demo's list and a report never use it."""
+    import argparse
+    import os
+    import subprocess
+    import sys
+
+    from spark_tui.entry import build_parser
+
+    def helps(parser: argparse.ArgumentParser) -> list[str]:
+        out = [parser.format_help()]
+        for a in parser._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                for p in a.choices.values():
+                    out += helps(p)
+        return out
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    printed = helps(build_parser())
+    for args in (
+        ("demo", "--list"),
+        ("report", "--offline", "--recipe", "minimax-m2.7-nvfp4-vllm-tp2"),
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "spark_tui", *args],
+            capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120,
+        )  # fmt: skip
+        assert proc.returncode == 0 and proc.stdout, (args, proc.stderr)
+        printed.append(proc.stdout + proc.stderr)
+    assert "measured 35.8 tok/s" in printed[-1]
+    offenders = [
+        t for text in printed for t in text.splitlines() if re.search(r"(?i)\bseeds?\b", t)
+    ]
+    assert not offenders, offenders

@@ -101,7 +101,7 @@ def build_report(d: ReportData) -> str:
         )
         out.append(f"- model: `{r.model.id}`")
         if r.measured.tok_s:
-            out.append(f"- the seed measured {r.measured.tok_s:g} tok/s")
+            out.append(f"- its source measured {r.measured.tok_s:g} tok/s")
         out.append(f"- revision in use: {r.revision}")
         out.append("")
         if d.revisions:
