@@ -61,6 +61,18 @@ class WallResolved(LineEvent):
 
 
 @dataclass(frozen=True, kw_only=True)
+class WallFixed(LineEvent):
+    """A log wall whose fix ran and was checked: fixed, waiting for the relaunch that proves
+    it (then `resolved`; seen again in the new launch's log, a `diagnosis` again)."""
+
+    EVENT: ClassVar[str] = "fixed"
+    wall: str
+    node: str | None
+    file: str
+    how: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class NodeReach(LineEvent):
     """A node dropped (`unreachable`) or came back (`reachable`)."""
 
@@ -242,6 +254,16 @@ def wall_resolved(d: DiagnosisView, when: float | None = None) -> WallResolved:
         node=d.node,
         file=str(d.source),
         how=d.resolution,
+        time=_now() if when is None else when,
+    )
+
+
+def wall_fixed(d: DiagnosisView, when: float | None = None) -> WallFixed:
+    return WallFixed(
+        wall=d.wall.id,
+        node=d.node,
+        file=str(d.source),
+        how=d.fixed_how,
         time=_now() if when is None else when,
     )
 

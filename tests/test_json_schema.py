@@ -31,6 +31,7 @@ from spark_tui.event_lines import (
     Serving,
     StatusRead,
     Stuck,
+    WallFixed,
     WallResolved,
     line,
     schema,
@@ -226,6 +227,12 @@ def test_discover_json_validates(tmp_path: Path) -> None:
 
 EVERY_EVENT: list[LineEvent] = [
     WallResolved(wall="cuda-oom", node="spark1", file="spark1:serve", how="fixed: x", time=1.0),
+    WallFixed(
+        wall="cuda-oom",
+        node="spark1",
+        file="spark1:serve",
+        how="fixed: x; the next launch proves it",
+    ),
     NodeReach(node="spark2", reachable=False, reason="timed out"),
     NodeReach(node="spark2", reachable=True, reason=None),
     RelaunchDecided(relaunch=True, why="one relaunch", wall="cuda-oom", fix="cap-context"),

@@ -19,6 +19,7 @@ from spark_tui.event_lines import (
     LineEvent,
     NodeReach,
     RelaunchDecided,
+    WallFixed,
     WallResolved,
     dumps,
 )
@@ -88,9 +89,9 @@ class EventPrinter:
             if self.as_json:
                 self.write(said, "")
             print(text, file=sys.stderr)
-        elif isinstance(said, WallResolved):
+        elif isinstance(said, WallResolved | WallFixed):
             where = said.node or "cluster"
-            self.write(said, f"{'resolved':7} {where:10} {said.wall}: {said.how}")
+            self.write(said, f"{said.EVENT:7} {where:10} {said.wall}: {said.how}")
         elif isinstance(said, DiagnosisSeen):
             d = said.diagnosis
             where = d.node or "cluster"
