@@ -86,6 +86,21 @@ def test_the_json_stream_ends_with_done_and_a_demo_leaves_the_state_as_it_found_
     assert [p.name for p in left] in ([], ["yaml-cache.key"]), left
 
 
+def test_up_without_json_says_every_step_in_words(capsys: pytest.CaptureFixture[str]) -> None:
+    """The text twin of --json: a line per event, the failed launch, its fix and the launch
+    that serves (it once died on its first launch line: an internal error, KeyError 'ok')."""
+    code = main(["up", "--demo", "host-ip-mismatch", "--yes", "--speed", str(SPEED)])
+    out = capsys.readouterr()
+    assert code == 0, out.err[-2000:]
+    assert "internal error" not in out.err
+    said = [x for x in out.out.splitlines() if not x.startswith(("[", " "))]
+    assert any(x.startswith("launch 1 FAILED — ") and "vllm-host-ip-mismatch" in x for x in said)
+    assert any(x.startswith("fix export-vllm-host-ip for vllm-host-ip-mismatch: ok") for x in said)
+    assert any(x.startswith("launch 2 serves: the first request answered at ") for x in said)
+    assert said[-1].startswith("done: serving at ") and "2 launch(es)" in said[-1], said[-5:]
+    assert not [x for x in said if "time=" in x], said  # no raw key=value dumps
+
+
 def test_up_asks_before_a_disruptive_step_and_refuses_off_a_terminal(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
