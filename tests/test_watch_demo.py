@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 
 def watch(scenario: str, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -72,3 +73,27 @@ def test_healthy_scenario_raises_no_error() -> None:
 def test_unknown_scenario_is_bad_input() -> None:
     proc = watch("no-such-scenario")
     assert proc.returncode == 2 and "no-such-scenario" in proc.stderr
+
+
+def test_a_demo_without_duration_stops_at_its_documented_limit_and_says_so() -> None:
+    """`watch --demo` would otherwise run for ever on a story that has ended: it stops after
+    the limit its --help and the README give, and says so on stderr."""
+    from spark_tui.cli.watch import DEMO_DURATION_S
+
+    helped = subprocess.run(
+        [sys.executable, "-m", "spark_tui", "watch", "--help"], capture_output=True, text=True
+    ).stdout
+    assert f"with --demo, {DEMO_DURATION_S:g})" in " ".join(helped.split())
+    assert (
+        f"with `--demo`, {DEMO_DURATION_S:g} s unless `--duration`"
+        in Path(__file__).resolve().parent.parent.joinpath("README.md").read_text()
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "spark_tui", "watch", "--json", "--demo", "healthy"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert f"stopped after {DEMO_DURATION_S:g} s (--duration S to watch longer)" in proc.stderr
+    assert "stopped after" not in watch("healthy").stderr  # a --duration given: no news
