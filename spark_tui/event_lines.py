@@ -234,6 +234,8 @@ def line(event: LineEvent) -> dict[str, Any]:
             if value.cause:
                 out["cause"] = value.cause
             continue
+        if f.name == "tok_s" and isinstance(value, float):
+            value = round(value, 1)  # a rate as people read it (34.979… is not more true)
         out[f.name] = _plain(value)
     out["time"] = iso(event.time)
     return out

@@ -276,6 +276,15 @@ def test_every_event_kind_serializes_to_a_valid_line(event: LineEvent) -> None:
     assert obj["event"] in schema()["$defs"]["event"]["properties"]["event"]["enum"]
 
 
+def test_tok_s_is_said_to_one_decimal() -> None:
+    assert line(Serving(launch=1, tok_s=34.97929116652657))["tok_s"] == 35.0
+    done = Done(
+        serving=True, launches=1, recipe=RECIPE, tok_s=16.53391585625678, fixes=(), active=()
+    )
+    assert line(done)["tok_s"] == 16.5
+    assert line(Serving(launch=1, tok_s=None))["tok_s"] is None
+
+
 def test_a_line_missing_its_time_or_a_field_does_not_validate() -> None:
     obj = line(Launched(launch=1, recipe=RECIPE))
     assert not errors_of("event", obj)
