@@ -157,3 +157,24 @@ def test_a_warm_matcher_cache_cannot_lose_the_condition(
     hits = new.scan_lines("serve", [LO_SOCKET])
     assert [h.wall.id for h in hits] == [WALL]
     assert hits[0].ruled_out({"recipe.id": "r", "recipe.nodes": 1})
+
+
+@pytest.mark.parametrize(
+    ("recipe", "named"),
+    [("tiny-llama-cpu-vllm", False), ("tiny-llama-cpu-vllm-2node", True), (None, True)],
+)
+def test_a_report_judges_its_logs_on_its_recipe(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, recipe: str | None, named: bool
+) -> None:
+    """`report LOG…` is told the recipe (--recipe, else cluster.yaml's): the logs are judged on
+    it; with no recipe at all nothing rules a line out."""
+    from spark_tui.entry import main
+
+    monkeypatch.chdir(tmp_path)  # no ./cluster.yaml
+    log = tmp_path / "serve.log"
+    log.write_text(f"{LO_SOCKET}\n")
+    out = tmp_path / "report.md"
+    args = ["report", str(log), "--offline", "-o", str(out)]
+    assert main(args + (["--recipe", recipe] if recipe else [])) == 0
+    md = out.read_text()
+    assert (f"### {WALL} (warning)" in md) is named, md
