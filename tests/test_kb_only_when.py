@@ -178,3 +178,12 @@ def test_a_report_judges_its_logs_on_its_recipe(
     assert main(args + (["--recipe", recipe] if recipe else [])) == 0
     md = out.read_text()
     assert (f"### {WALL} (warning)" in md) is named, md
+
+
+def test_kb_show_says_when_a_signature_counts(capsys: pytest.CaptureFixture[str]) -> None:
+    from spark_tui.entry import main
+
+    assert main(["kb", "show", WALL]) == 0
+    out = capsys.readouterr().out
+    assert "lo:\\d/ only when recipe.nodes >= 2" in out
+    assert "interface found/ only when" not in out
