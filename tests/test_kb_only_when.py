@@ -187,3 +187,16 @@ def test_kb_show_says_when_a_signature_counts(capsys: pytest.CaptureFixture[str]
     out = capsys.readouterr().out
     assert "lo:\\d/ only when recipe.nodes >= 2" in out
     assert "interface found/ only when" not in out
+
+
+def test_the_launch_wait_leaves_a_conditioned_line_to_the_monitor() -> None:
+    """The launch's own look at the serve log knows no facts: a line with `only_when` does
+    not end the launch there (the monitor, which knows them, ends it when the wall holds)."""
+    from spark_tui.remedy.launch import fatal_wall
+
+    fatal = dataclasses.replace(KB.get(WALL), severity="error")
+    assert fatal_wall(LO_SOCKET, Matcher([fatal])) is None
+    plain = dataclasses.replace(
+        fatal, signatures=tuple(dataclasses.replace(s, only_when=()) for s in fatal.signatures)
+    )
+    assert (fatal_wall(LO_SOCKET, Matcher([plain])) or "").startswith(f"{WALL}: ")
