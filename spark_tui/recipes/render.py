@@ -507,7 +507,11 @@ def render_plan(
                     ),
                 )
             )
-    logs[head.name] = (*logs.get(head.name, ()), log_tail_command(recipe, follow=True))
+    # the head's serve log once: an mp head's own tail is already this command (read twice,
+    # each line of it was two diagnoses, `serve` and `serve2`)
+    logs[head.name] = tuple(
+        dict.fromkeys((*logs.get(head.name, ()), log_tail_command(recipe, follow=True)))
+    )
     steps.append(
         LaunchStep(
             "wait-ready",
