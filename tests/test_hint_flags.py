@@ -150,3 +150,16 @@ def test_an_error_names_only_flags_its_command_accepts(
         own = own.replace(load_recipes().get(NO_IMAGE).image_note, "")
     flags = set(re.findall(r"(?<![\w-])--[a-z][\w-]*", own))
     assert flags <= accepted(argv), (sorted(flags - accepted(argv)), said)
+
+
+def test_the_debug_log_hint_puts_the_option_where_it_parses() -> None:
+    """--debug-log is an option of spark-tui itself: `spark-tui up --debug-log F` is refused,
+    so the hint after an internal error shows it before the command."""
+    from spark_tui import debuglog
+
+    said = debuglog.where()
+    m = re.search(r"'spark-tui (--debug-log FILE) COMMAND …'", said)
+    assert m, said
+    build_parser().parse_args(["--debug-log", "x.log", "up", "--demo", "healthy"])
+    with pytest.raises(SystemExit), contextlib.redirect_stderr(io.StringIO()):
+        build_parser().parse_args(["up", "--demo", "healthy", "--debug-log", "x.log"])
