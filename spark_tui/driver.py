@@ -400,8 +400,8 @@ class Driver:
             if not ok:
                 self.launch_ok = False
             return self._record(Step("soak", ok, launch=self.launches))
-        if move.kind == "launch":
-            return self._apply(s.plan_launch(), confirm, progress, yes)
+        if move.kind == "launch":  # refused, it is the launch step that was (not "relaunch")
+            return self._apply(s.plan_launch(), confirm, progress, yes, name="launch")
         assert move.diagnosis is not None and move.fix is not None
         plan = s.plan_fix(move.diagnosis, move.fix)
         if self.launches == 0:
@@ -412,7 +412,12 @@ class Driver:
         return self._apply(plan, confirm, progress, yes)
 
     def _apply(
-        self, plan: FixPlan, confirm: Confirm | None, progress: Progress | None, yes: bool
+        self,
+        plan: FixPlan,
+        confirm: Confirm | None,
+        progress: Progress | None,
+        yes: bool,
+        name: str | None = None,
     ) -> Step | None:
         with self._lock:
             self._taking = True
@@ -422,7 +427,7 @@ class Driver:
         finally:
             self._taking = False
         if result.message == NOT_CONFIRMED:
-            return self._refused(plan.fix.id, NOT_CONFIRMED)
+            return self._refused(name or plan.fix.id, NOT_CONFIRMED)
         if plan.relaunches:
             self._rounds(SETTLE_ROUNDS if not result.ok else 1)
         return self.steps[-1] if len(self.steps) > before else None

@@ -110,6 +110,7 @@ def test_up_asks_before_a_disruptive_step_and_refuses_off_a_terminal(
     assert code == 1
     refused = [e for e in lines if e["event"] == "refused"]
     assert refused and "not confirmed" in refused[0]["why"]
+    assert refused[0]["fix"] == "launch", refused  # the first launch, not a "relaunch"
     assert lines[-1]["event"] == "done" and lines[-1]["launches"] == 0
 
 
