@@ -47,6 +47,7 @@ _PLACEHOLDER = re.compile(r"<([a-z_.]+)>")
 _VALUE_CLASSES = {
     "node.fabric_if": "[A-Za-z0-9_.:-]{1,15}",  # an interface name (as cluster.yaml allows)
     "node.fabric_ip": "[0-9A-Fa-f.:]{2,39}",
+    "before": "[A-Za-z0-9_.:/@%+-]{1,64}",  # a value read on the node (remedy.undo checks it)
 }
 _ANY_VALUE = "[A-Za-z0-9_.:/@%+-]{1,255}"
 
@@ -63,12 +64,14 @@ def _argv(rendered: str) -> list[str] | None:
 
 def planned_commands(action: Action, values: Mapping[str, object] | None = None) -> list:
     """The commands one action runs on one node (PlannedCommand: command, root), planned
-    through the action registry as the engine plans it; a placeholder the node has no
-    value for stays `<name>`. [] for an action that needs a recipe or runs none."""
+    through the action registry as the engine plans it, then the undo's (what sets the node
+    back if the fix fails; the value read before the change stays `<before>`); a placeholder
+    the node has no value for stays `<name>`. [] for an action that needs a recipe or runs
+    none."""
     from spark_tui.errors import SparkTuiError
     from spark_tui.nodes.cluster import ClusterConfig, NodeConfig
     from spark_tui.remedy.actions import kind
-    from spark_tui.remedy.actions.base import PlanContext
+    from spark_tui.remedy.actions.base import PlanContext, PlannedCommand
 
     values = values or {}
     node = NodeConfig(
@@ -83,7 +86,8 @@ def planned_commands(action: Action, values: Mapping[str, object] | None = None)
         planned = kind(action.type).plan(0, action, ctx)
     except (SparkTuiError, KeyError, ValueError, TypeError, AttributeError):
         return []  # a relaunch, a recipe patch: no command of its own without a recipe
-    return list(planned.commands)
+    undo = [PlannedCommand(u.node, u.command("<before>"), u.root) for u in planned.undo]
+    return [*planned.commands, *undo]
 
 
 def root_commands(
