@@ -6,6 +6,7 @@ undo like any command; --read-only refuses it; the sudoers rule allows the undo.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -389,3 +390,85 @@ def test_an_undo_run_as_root_makes_the_fix_say_root() -> None:
     )
     with pytest.raises(InputErrors, match="action 1 runs as root: say root: true on the fix"):
         fix_from(text)
+
+
+def test_an_interrupted_fix_says_how_to_set_each_node_back(session: Session) -> None:
+    """Ctrl-C as the ping starts: nothing more runs (no undo after an interrupt), and the
+    journal says what would set each node back; after a hard kill (no end record) the next
+    start's note says it too."""
+    from spark_tui.remedy.journal import unfinished
+
+    world = session.sim.world.nodes
+    world["spark1"].fabric_mtu, world["spark2"].fabric_mtu = 1500, 1450
+
+    def progress(p: ActionProgress) -> None:
+        if p.status == "running" and "ping" in (p.command or ""):
+            raise KeyboardInterrupt
+
+    plan = plan_fix(mtu_fix(), session.config, wall="fabric-slow")
+    with pytest.raises(KeyboardInterrupt):
+        session.apply(plan, progress=progress, yes=True)
+    assert mtus(session) == {"spark1": 9000, "spark2": 9000}
+    back1, back2 = (f"sudo -n ip link set dev {IF} mtu {m}" for m in (1500, 1450))
+    end = since_start(session)[-1]
+    assert end["event"] == "fix-interrupted"
+    assert end["not_undone"] == [
+        {"node": "spark2", "command": back2},
+        {"node": "spark1", "command": back1},
+    ]
+    assert f"to set the nodes back: spark2: {back2}; spark1: {back1}" in end["message"]
+    # a hard kill: the end record never written, the process gone
+    path = session.journal.path
+    lines = path.read_text().splitlines()
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    start = json_record(lines, "fix-start")
+    lines[start] = lines[start].replace(f'"pid": {os.getpid()}', f'"pid": {dead.stdout.strip()}')
+    path.write_text("\n".join(lines[:-1]) + "\n")
+    (run,) = unfinished(session.journal)
+    assert f"to set the nodes back as they were before it: spark2: {back2}; spark1: {back1}" in (
+        run.describe()
+    )
+
+
+def json_record(lines: list[str], event: str) -> int:
+    import json
+
+    return max(i for i, line in enumerate(lines) if json.loads(line)["event"] == event)
+
+
+def test_up_never_changes_the_fabric_for_a_warning_and_the_fix_is_still_offered() -> None:
+    """fabric-slow is a warning (NCCL runs, slower): `up --yes` launches without setting
+    MTU 9000 on the nodes (a disruptive root change nobody asked for), and the driver's
+    offer — the TUI's one key, asked for — is still that fix."""
+    from spark_tui.driver import Driver
+    from spark_tui.up import bring_up
+
+    events: list[dict] = []
+    with open_cluster(scenario="fabric-slow", speed=240.0) as s:
+        bring_up(s, events.append, None, yes=True)
+        assert s.sim.world.nodes["spark2"].fabric_mtu == 1500
+        offer = Driver(s).offer()
+        assert offer is not None and offer.fix is not None
+        assert (offer.wall, offer.fix.id) == ("fabric-slow", "fabric-mtu-9000")
+    fixes = [e.get("fix") for e in events if e["event"] == "fix"]
+    assert "fabric-mtu-9000" not in fixes
+    assert [e["event"] for e in events if e["event"] in ("launch", "serving")][-1] == "serving"
+
+
+def test_up_in_words_says_the_warning_it_left_for_the_user() -> None:
+    """`spark-tui up` without --json on fabric-slow: serves, says each launch and how it
+    ended in words, and names the warning still active (its fix is the user's to ask)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "spark_tui", "up", "--demo", "fabric-slow", "--yes"]
+        + ["--speed", "240"],
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "launch 1 of minimax-m2.7-nvfp4-vllm-tp2" in proc.stdout
+    assert "serving: the first request answered at" in proc.stdout
+    assert "still active: fabric-slow@spark2" in proc.stdout
+    assert "mtu 9000" not in proc.stdout

@@ -49,17 +49,15 @@ def _human(event: dict) -> str:
     if kind == "fix":
         extra = f" → recipe {event['recipe']} rev {event['revision']}" if "recipe" in event else ""
         return f"fix {event['fix']} for {event['wall']}: {'ok' if event['ok'] else 'FAILED'} — {event['summary']}{extra}"
-    if kind == "launch":
-        how = (
-            f"the first request answered at {event['tok_s']:.1f} tok/s"
-            if event["ok"] and event.get("tok_s")
-            else ("the first request answered" if event["ok"] else f"FAILED — {event['why']}")
-        )
-        return f"launch {event['launch']} of {event['recipe']}: {how}"
+    if kind == "launch":  # how it ended follows: serving (tok/s) or launch-failed (why)
+        return f"launch {event['launch']} of {event.get('recipe')}"
+    if kind == "launch-failed":
+        return f"launch {event['launch']}: FAILED — {event['why']}"
     if kind == "soak":
         return f"soak: {'every request answered' if event['ok'] else 'a request FAILED'}"
     if kind == "serving":
-        return "serving"
+        tok = event.get("tok_s")
+        return "serving" + (f": the first request answered at {tok:.1f} tok/s" if tok else "")
     if kind == "done":
         state = "serving" if event["serving"] else "NOT serving"
         active = ", ".join(

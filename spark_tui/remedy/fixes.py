@@ -309,6 +309,11 @@ def run_fix(
                 _set_back(ctx)
         except BaseException as exc:
             done = "; ".join(f"{n}: {', '.join(a)}" for n, a in result.done.items()) or "none"
+            back = [*reversed(result.undo_due), *(f[0] for f in result.undo_failed)]
+            if back:  # interrupted: nothing more runs, the way back is said
+                done += "; to set the nodes back: " + "; ".join(
+                    f"{d.node}: {d.command}" for d in back
+                )
             # a journal that failed mid-run fails again here: its own error says what ran
             with contextlib.suppress(JournalUnwritable):
                 env.journal.append(
@@ -319,10 +324,7 @@ def run_fix(
                     done=result.done,
                     message=f"interrupted; finished so far: {done}",
                     # changed and not set back: what would set each node back, by hand
-                    not_undone=[
-                        {"node": d.node, "command": d.command}
-                        for d in [*result.undo_due, *(f[0] for f in result.undo_failed)]
-                    ],
+                    not_undone=[{"node": d.node, "command": d.command} for d in back],
                 )
             raise
         env.journal.append(

@@ -77,14 +77,17 @@ def set_back(ctx: RunContext) -> None:
     previous value; a failed undo does not stop the others. The result says what was set
     back and what was not (with the command to run by hand)."""
     result = ctx.result
-    due: list[UndoDue] = list(reversed(result.undo_due))
-    result.undo_due = []
-    for d in due:
+    while result.undo_due:
+        d = result.undo_due.pop()  # the last change first
         why = ""
         if ctx.transports.get(d.node) is None:
             why = f"no connection to {d.node}"
         else:
-            res = ctx.run_command(PlannedCommand(d.node, d.command, d.undo.root), "undo", 120.0)
+            try:
+                res = ctx.run_command(PlannedCommand(d.node, d.command, d.undo.root), "undo", 120.0)
+            except BaseException:  # interrupted, the journal unwritable: still to set back
+                result.undo_due.append(d)
+                raise
             if res is None:
                 why = "connection lost"
             elif not res.ok:
