@@ -461,8 +461,17 @@ def test_up_in_words_says_the_warning_it_left_for_the_user() -> None:
     """`spark-tui up` without --json on fabric-slow: serves, says each launch and how it
     ended in words, and names the warning still active (its fix is the user's to ask)."""
     proc = subprocess.run(
-        [sys.executable, "-m", "spark_tui", "up", "--demo", "fabric-slow", "--yes"]
-        + ["--speed", "240"],
+        [
+            sys.executable,
+            "-m",
+            "spark_tui",
+            "up",
+            "--demo",
+            "fabric-slow",
+            "--yes",
+            "--speed",
+            "240",
+        ],
         capture_output=True,
         text=True,
         timeout=400,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -141,14 +142,7 @@ class RunCommand(_PerNode):
             values = self._values(node, ctx)
             # every placeholder but {before} filled now: one the node lacks fails the plan
             self._render(undo, {**values, "before": BEFORE_MARK}, node.name, ctx)
-            template = shell._PLACEHOLDER.sub(
-                lambda m, v=values: (
-                    m.group(0)  # type: ignore[misc]
-                    if m.group(1) == "before"
-                    else shell.quote(v[m.group(1)])
-                ),
-                str(undo["command"]),
-            )
+            template = _fill_all_but_before(str(undo["command"]), values)
             now = (ctx.facts or {}).get(node.name, {}).get(before) if before else None
             undos.append(
                 PlannedUndo(
@@ -178,6 +172,16 @@ class RunCommand(_PerNode):
         lines.append(f"# if a later step or the check fails, each node is set back{how}:")
         lines += [f"#   on {u.node}: {u.preview_command()}" for u in planned.undo]
         return lines
+
+
+def _fill_all_but_before(template: str, values: Mapping[str, object]) -> str:
+    """An undo's command with every placeholder filled (quoted) but {before}: that one is
+    read on the node just before the change."""
+
+    def sub(m: re.Match[str]) -> str:
+        return m.group(0) if m.group(1) == "before" else shell.quote(values[m.group(1)])
+
+    return shell._PLACEHOLDER.sub(sub, template)
 
 
 class Reboot(_PerNode):
