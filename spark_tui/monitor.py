@@ -390,8 +390,11 @@ class ClusterMonitor:
         recipe = self._recipe()
         facts_by_node = self.facts_by_node()
         with self._lock:
-            now = self.clock.now()
             states = dict(self._states)
+            # the rules judge readings as of when they were taken: a round that read the
+            # nodes before a relaunch and is evaluated after it started says nothing new
+            # about the relaunch (a launch's fatal-wall check compares with its start)
+            now = max((s.time for s in states.values()), default=None) or self.clock.now()
             firings = self._rules.evaluate_states(states, now, recipe)
             resolved = [d.snapshot() for d in self._rules.resolved]
             for f in firings:
