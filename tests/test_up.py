@@ -54,9 +54,12 @@ def test_every_scenario_ends_serving_in_at_most_two_launches(name: str) -> None:
     assert errors_seen <= set(scenario.walls), (errors_seen, scenario.walls)
     fixed = {e["wall"] for e in events if e["event"] == "fix" and e["ok"]}
     # it got there by fixing what the scenario is about (a wall found before the launch may
-    # have spared it the others: page-cache-hog's dropped caches prevent the free-memory error)
+    # have spared it the others: page-cache-hog's dropped caches prevent the free-memory error),
+    # or it served with the scenario's warnings left for the user and named as still active
+    # (fabric-slow: MTU 9000 on a fabric is a disruptive change nobody asked `up` for)
     if scenario.walls:
-        assert fixed & set(scenario.walls), events
+        left = {a["wall"] for a in done["active"] if a["severity"] == "warning"}
+        assert fixed & set(scenario.walls) or set(scenario.walls) <= left, events
 
 
 def test_a_known_broken_recipe_ends_on_its_switch_and_says_so() -> None:
