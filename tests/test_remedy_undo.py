@@ -481,3 +481,21 @@ def test_up_in_words_says_the_warning_it_left_for_the_user() -> None:
     assert "serving: the first request answered at" in proc.stdout
     assert "still active: fabric-slow@spark2" in proc.stdout
     assert "mtu 9000" not in proc.stdout
+
+
+def test_the_result_groups_the_nodes_set_back_to_the_same_value() -> None:
+    from spark_tui.remedy.actions.base import PlannedUndo, UndoDue
+    from spark_tui.remedy.undo import said
+
+    def due(node: str, value: int) -> UndoDue:
+        undo = PlannedUndo(
+            node, "ip link set dev x mtu {before}", True, "net.fabric_mtu", "MTU {before}"
+        )
+        return UndoDue(0, undo, value)
+
+    # undone last change first; said in the order the changes were made
+    undone = [due("spark3", 1450), due("spark2", 1500), due("spark1", 1500)]
+    assert said(undone, []) == "spark1 and spark2 set back to MTU 1500; spark3 set back to MTU 1450"
+    assert said([], [(due("spark1", 1500), "connection lost")]) == (
+        "spark1 NOT set back (connection lost): run 'sudo -n ip link set dev x mtu 1500' there"
+    )
