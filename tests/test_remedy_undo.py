@@ -7,6 +7,7 @@ undo like any command; --read-only refuses it; the sudoers rule allows the undo.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -268,14 +269,15 @@ def test_the_preview_shows_what_sets_each_node_back(session: Session) -> None:
     ) in preview_lines(mtu_fix())
 
 
-def test_the_sudoers_rule_allows_the_undo_and_only_one_word_for_the_value() -> None:
-    line = sudoers_line(["ip", "link", "set", "dev", "<node.fabric_if>", "mtu", "<before>"])
-    assert line == (
-        "/usr/sbin/ip ^link set dev [A-Za-z0-9_.\\:-]{1\\,15} mtu [A-Za-z0-9_.\\:/@%+-]{1\\,64}$"
-    )
-    assert ["ip", "link", "set", "dev", "<node.fabric_if>", "mtu", "<before>"] in root_commands(
-        None
-    )
+def test_the_sudoers_rule_allows_the_undo_and_only_an_mtu_for_the_value() -> None:
+    argv = ["ip", "link", "set", "dev", "<node.fabric_if>", "mtu", "<net.fabric_mtu>"]
+    assert argv in root_commands(None)
+    line = sudoers_line(argv)
+    assert line == "/usr/sbin/ip ^link set dev [A-Za-z0-9_.\\:-]{1\\,15} mtu [1-9][0-9]{2\\,3}$"
+    # sudo's regular expressions are POSIX ERE: the value word read as such
+    value = re.compile(r"[1-9][0-9]{2,3}")
+    assert all(value.fullmatch(v) for v in ("1500", "1480", "9000", "9216"))
+    assert not any(value.fullmatch(v) for v in ("90000", "9000 down", "-1", "eth0", ""))
 
 
 def _wall(fix_yaml: str) -> str:
