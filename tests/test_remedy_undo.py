@@ -501,3 +501,19 @@ def test_the_result_groups_the_nodes_set_back_to_the_same_value() -> None:
     assert said([], [(due("spark1", 1500), "connection lost")]) == (
         "spark1 NOT set back (connection lost): run 'sudo -n ip link set dev x mtu 1500' there"
     )
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="binding /etc/sudoers needs root")
+def test_sudo_itself_allows_setting_an_mtu_back_and_nothing_else(tmp_path: Path) -> None:
+    """By sudo's own reading of the rule spark-tui proposes: the undo with the MTU a node
+    had, yes; another word where the value stands, no."""
+    from spark_tui.remedy.sudoers import PATHS, sudoers_rule
+    from tests.test_hostile_commands import _sudo_allows
+
+    rule = sudoers_rule(root_commands(), user="nobody")
+    ip = [PATHS["ip"], "link", "set", "dev", "enp1s0f1np1", "mtu"]
+    assert _sudo_allows(rule, tmp_path, [*ip, "1500"])
+    assert _sudo_allows(rule, tmp_path, [*ip, "1480"])
+    for value in ("90000", "1500 down", "-1", "1500\n", "eth0"):
+        assert not _sudo_allows(rule, tmp_path, [*ip, value]), value
+    assert not _sudo_allows(rule, tmp_path, [*ip, "1500", "down"])
