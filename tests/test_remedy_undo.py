@@ -517,3 +517,27 @@ def test_sudo_itself_allows_setting_an_mtu_back_and_nothing_else(tmp_path: Path)
     for value in ("90000", "1500 down", "-1", "1500\n", "eth0"):
         assert not _sudo_allows(rule, tmp_path, [*ip, value]), value
     assert not _sudo_allows(rule, tmp_path, [*ip, "1500", "down"])
+
+
+def test_a_change_sudo_would_not_let_be_set_back_is_not_made(tmp_path: Path) -> None:
+    """Before changing a node, its sudo is asked (`sudo -n -l`, nothing run) whether the undo
+    would be allowed: here sudo wants a password, so no node is changed and the fix stops,
+    saying why and what to do."""
+    from tests.remedy_shims import make_world, run_env
+    from tests.test_remedy_fixes import CLUSTER
+
+    world = make_world(tmp_path / "w", CLUSTER, SUDO_NEEDS_PASSWORD="1")
+    plan = plan_fix(mtu_fix(), CLUSTER, wall="fabric-slow")
+    result = run_fix(
+        plan,
+        run_env(world.transports),
+        yes=True,
+        verify_facts=lambda node: {"net.fabric_mtu": 1500},
+    )
+    assert not result.ok and result.failed_node == "spark1"
+    assert "sudo on spark1 would not let spark-tui set it back with " in result.message
+    assert "a password is required" in result.message and "nothing changed on spark1" in (
+        result.message
+    )
+    ran = [c for t in world.transports.values() for c in t.commands]
+    assert ran == ["sudo -n -l ip link set dev enP7s7 mtu 1500"], ran

@@ -35,6 +35,8 @@ def before_change(planned: PlannedAction, cmd: PlannedCommand, ctx: RunContext) 
     value: object = None
     if undo.before is not None:
         value = _read(undo.before, cmd.node, ctx)
+    if undo.root:
+        _sudo_allows(undo.command(value), cmd.node, ctx)
     ctx.journal.append(
         event="undo-saved",
         run=ctx.run_id,
@@ -70,6 +72,30 @@ def _read(fact: str, node: str, ctx: RunContext) -> object:
         f"cannot read {fact} on {node} before the change ({why}), so it could not be set "
         f"back: nothing changed on {node}"
     )
+
+
+def _sudo_allows(command: str, node: str, ctx: RunContext) -> None:
+    """Ask the node's sudo, running nothing (`sudo -n -l CMD`), whether the undo would be
+    allowed: a change that could not be set back is not made."""
+    why = ""
+    transport = ctx.transports.get(node)
+    if transport is None or not command.startswith("sudo -n "):
+        why = "no way to ask its sudo"
+    else:
+        try:
+            res = transport.run("sudo -n -l " + command[len("sudo -n ") :], timeout=30.0)
+        except NodeUnreachable as exc:
+            why = exc.reason
+        else:
+            if not res.ok:
+                why = "sudo -n -l refused it" + (
+                    f": {res.stderr.strip()[:160]}" if res.stderr.strip() else ""
+                )
+    if why:
+        raise CannotUndo(
+            f"sudo on {node} would not let spark-tui set it back with '{command}' ({why}): "
+            f"nothing changed on {node}; 'spark-tui doctor' prints the sudoers rule to allow it"
+        )
 
 
 def set_back(ctx: RunContext) -> None:
