@@ -371,11 +371,10 @@ def _set_back(ctx: RunContext) -> None:
             f"{v.node + ': ' if v.node else ''}the check {v.condition} failed" for v in bad
         )
     set_back(ctx)
+    back = said(result.undone, result.undo_failed)
     result.ok = False
-    result.message = f"{why}; {said(result.undone, result.undo_failed)}"
-    ctx.emit(
-        ActionProgress("undo", None, None, "failed" if result.undo_failed else "ok", result.message)
-    )
+    result.message = f"{why}; {back}"
+    ctx.emit(ActionProgress("undo", None, None, "failed" if result.undo_failed else "ok", back))
 
 
 def _preflight(plan: FixPlan, ctx: RunContext) -> bool:

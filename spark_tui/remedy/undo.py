@@ -134,7 +134,7 @@ def said(undone: list[UndoDue], failed: list[tuple[UndoDue, str]]) -> str:
         nodes = groups.setdefault(d.undo.says(d.value), [])
         if d.node not in nodes:
             nodes.append(d.node)
-    parts = [f"{_and(nodes)} set back to {what}" for what, nodes in groups.items()]
+    parts = [f"{_and(nodes)} {what}" for what, nodes in groups.items()]
     parts += [f"{d.node} NOT set back ({why}): run '{d.command}' there" for d, why in failed]
     return "; ".join(parts)
 

@@ -82,12 +82,12 @@ class PlannedUndo:
         return self.command(BEFORE_MARK).replace(BEFORE_MARK, f"<{self.before} before>")
 
     def says(self, value: object) -> str:
-        """What it set back, in words ('MTU 1500'), or the command."""
+        """What setting it back did, in words: 'set back to MTU 1500', else the command."""
         if self.restores:
-            return self.restores.replace("{before}", str(value))
+            return "set back to " + self.restores.replace("{before}", str(value))
         if self.before is not None:
-            return f"{self.before} {value}"
-        return f"undone ({self.command(value)})"
+            return f"set back to {self.before} {value}"
+        return f"set back ({self.command(value)})"
 
 
 @dataclass(frozen=True)
