@@ -272,6 +272,9 @@ def test_the_preview_shows_what_sets_each_node_back(session: Session) -> None:
 def test_the_sudoers_rule_allows_the_undo_and_only_an_mtu_for_the_value() -> None:
     argv = ["ip", "link", "set", "dev", "<node.fabric_if>", "mtu", "<net.fabric_mtu>"]
     assert argv in root_commands(None)
+    # the doctor asks a node's sudo with what it reads there now (its MTU)
+    now = {"node.fabric_if": "enp1s0f1np1", "net.fabric_mtu": 1480}
+    assert ["ip", "link", "set", "dev", "enp1s0f1np1", "mtu", "1480"] in root_commands(None, now)
     line = sudoers_line(argv)
     assert line == "/usr/sbin/ip ^link set dev [A-Za-z0-9_.\\:-]{1\\,15} mtu [1-9][0-9]{2\\,3}$"
     # sudo's regular expressions are POSIX ERE: the value word read as such

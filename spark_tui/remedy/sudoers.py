@@ -89,10 +89,17 @@ def planned_commands(action: Action, values: Mapping[str, object] | None = None)
         return []  # a relaunch, a recipe patch: no command of its own without a recipe
     # the value an undo restores stands as its fact (`<net.fabric_mtu>`): one word of the
     # characters that fact's values have
+    # (with the fact in `values` — the doctor's reading of the node — the command as it
+    # would run there now)
     undo = [
-        PlannedCommand(u.node, u.command(f"<{u.before or 'before'}>"), u.root) for u in planned.undo
+        PlannedCommand(u.node, u.command(_before(u.before, values)), u.root) for u in planned.undo
     ]
     return [*planned.commands, *undo]
+
+
+def _before(fact: str | None, values: Mapping[str, object]) -> object:
+    value = values.get(fact) if fact else None
+    return value if value is not None and not isinstance(value, bool) else f"<{fact or 'before'}>"
 
 
 def root_commands(
