@@ -54,9 +54,12 @@ def test_every_scenario_ends_serving_in_at_most_two_launches(name: str) -> None:
     assert errors_seen <= set(scenario.walls), (errors_seen, scenario.walls)
     fixed = {e["wall"] for e in events if e["event"] == "fix" and e["ok"]}
     # it got there by fixing what the scenario is about (a wall found before the launch may
-    # have spared it the others: page-cache-hog's dropped caches prevent the free-memory error)
+    # have spared it the others: page-cache-hog's dropped caches prevent the free-memory error),
+    # or it served with the scenario's warnings left for the user and named as still active
+    # (fabric-slow: MTU 9000 on a fabric is a disruptive change nobody asked `up` for)
     if scenario.walls:
-        assert fixed & set(scenario.walls), events
+        left = {a["wall"] for a in done["active"] if a["severity"] == "warning"}
+        assert fixed & set(scenario.walls) or set(scenario.walls) <= left, events
 
 
 def test_a_known_broken_recipe_ends_on_its_switch_and_says_so() -> None:
@@ -94,9 +97,9 @@ def test_up_without_json_says_every_step_in_words(capsys: pytest.CaptureFixture[
     assert code == 0, out.err[-2000:]
     assert "internal error" not in out.err
     said = [x for x in out.out.splitlines() if not x.startswith(("[", " "))]
-    assert any(x.startswith("launch 1 FAILED — ") and "vllm-host-ip-mismatch" in x for x in said)
+    assert any(x.startswith("launch 1: FAILED — ") and "vllm-host-ip-mismatch" in x for x in said)
     assert any(x.startswith("fix export-vllm-host-ip for vllm-host-ip-mismatch: ok") for x in said)
-    assert any(x.startswith("launch 2 serves: the first request answered at ") for x in said)
+    assert any(x.startswith("serving: the first request answered at ") for x in said)
     assert said[-1].startswith("done: serving at ") and "2 launch(es)" in said[-1], said[-5:]
     assert not [x for x in said if "time=" in x], said  # no raw key=value dumps
 

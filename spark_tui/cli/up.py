@@ -57,13 +57,15 @@ def _human(event: dict) -> str:
     if kind == "fix":
         extra = f" → recipe {event['recipe']} rev {event['revision']}" if "recipe" in event else ""
         return f"fix {event['fix']} for {event['wall']}: {'ok' if event['ok'] else 'FAILED'} — {event['summary']}{extra}"
-    if kind == "launch":
-        return f"launch {event['launch']} of {event['recipe']}: done"
-    if kind == "serving":
-        tok = f" at {event['tok_s']:.1f} tok/s" if event.get("tok_s") else ""
-        return f"launch {event['launch']} serves: the first request answered{tok}"
+    if kind == "launch":  # how it ended follows: serving (tok/s) or launch-failed (why)
+        return f"launch {event['launch']} of {event.get('recipe')}"
     if kind == "launch-failed":
-        return f"launch {event['launch']} FAILED — {event['why']}"
+        return f"launch {event['launch']}: FAILED — {event['why']}"
+    if kind == "soak":
+        return f"soak: {'every request answered' if event['ok'] else 'a request FAILED'}"
+    if kind == "serving":
+        tok = event.get("tok_s")
+        return "serving" + (f": the first request answered at {tok:.1f} tok/s" if tok else "")
     if kind == "refused":
         return f"not run: {event['fix']} ({event['why']})"
     if kind == "stuck":
