@@ -275,11 +275,15 @@ class Driver:
     def offer(self, severities: tuple[str, ...] = ("error", "warning")) -> Move | None:
         """The fix to offer first now (the one key's offer, the status line's hint): before
         the first launch, the fix `next_move` takes before it (a wall the doctor found or
-        predicts, fixed without a relaunch); else the first wall by `rank` with a fix."""
+        predicts, fixed without a relaunch); else the first wall by `rank` with a fix — after
+        a launch, while an error is active, an error's fix or none (a warning's fix is not
+        what a crash calls for: `next_move` would not take it)."""
         if self.launches == 0 and not self.relaunch_due:
             pre = self._before_launch(severities)
             if pre is not None:
                 return pre
+        elif "error" in severities and self._active(("error",)):
+            severities = ("error",)  # after a launch an error comes first, fixable or not
         for d in sorted(self._active(severities), key=rank):
             fix = self.fix_for(d)
             if fix is not None:

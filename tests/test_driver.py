@@ -209,3 +209,26 @@ def test_a_launch_is_stopped_only_by_evidence_taken_after_it_began() -> None:
         session.clock.sleep(1)
         assert raised_again() > seen  # read after the launch began: still capturing
         assert (session.launch_blocker() or "").startswith(wall), session.launch_blocker()
+
+
+def test_after_a_crash_the_offer_is_an_errors_fix_or_none_never_a_warnings() -> None:
+    """While an error is active after a launch, the one key offers an error's fix or
+    nothing (the status line then says what the driver would do: stuck) — never the fix of
+    a warning beside it, which `next_move` would not take either."""
+    with open_cluster(scenario="flashmla-sglang", clock=SteppedClock()) as session:
+        session.start()
+        driver = Driver(session)
+        assert not session.apply(session.plan_launch(), yes=True).ok  # the kernel is missing
+        session.monitor.wait_rounds(2)
+        session.clock.sleep(130)  # the readings walls' durations
+        session.monitor.wait_rounds(2)
+        active = {(d.wall.id, d.severity) for d in session.diagnoses() if d.active}
+        errors = {w for w, sev in active if sev == "error"}
+        assert errors and ("page-cache-hog", "warning") in active, active  # a fix: drop them
+        first = driver.offer()
+        assert first is not None and first.wall.split(":")[0] in errors, first
+        # the errors' fixes change nothing here any more (as when each was already taken)
+        plain = driver.changes
+        driver.changes = lambda d, f: d.severity != "error" and plain(d, f)  # type: ignore[method-assign]
+        assert driver.offer() is None, driver.offer()
+        assert driver.next_move().kind == "stuck"
