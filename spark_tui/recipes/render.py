@@ -185,6 +185,33 @@ def join_line(recipe: Recipe, rank: int, size: int) -> str:
     return "Init torch distributed ends"
 
 
+def node_ready_line(recipe: Recipe, size: int) -> str:
+    """The line a follower (node rank > 0, mp executor) prints in its own log once its own
+    share of the engine is up: the launch waits for it on that node, together with the head's
+    ready line (a follower serves no API of its own, except one engine per node).
+
+    vLLM, a group across the nodes (the follower runs `--headless`: vllm/entrypoints/cli/
+    serve.py, run_headless, starts a MultiprocExecutor whose workers load the model before
+    they report ready): "Loading weights took N seconds" — DefaultModelLoader.load_weights
+    (vllm/model_executor/model_loader/default_loader.py; the loader of the safetensors,
+    fastsafetensors and instanttensor formats), logged once per node by its first local rank.
+    vLLM, one engine per node (replicas): that node's own ready line (its own API server).
+    SGLang, node rank >= 1 (srt/entrypoints/engine.py, _launch_subprocesses): once every
+    scheduler of the node reported ready, it starts the dummy health server and logs
+    "Dummy health check server started in background thread at H:P" (srt/utils/common.py,
+    launch_dummy_health_check_server; "Starting dummy health check server at H:P" in earlier
+    releases): the words both share.
+    """
+    if recipe.engine == "vllm":
+        if (recipe.tp or 1) * (recipe.pp or 1) < size:
+            return recipe.serve.ready_line
+        return "Loading weights took"
+    return "health check server"
+
+
+READY_GROUP = "ready"  # every node's own ready wait, waited for together
+
+
 MODS_MOUNT = "/workspace/spark-tui-mods"  # the node's copy of the recipe's mods, read-only
 MODS_DIR = "/workspace/mods"  # where eugr's launch-cluster.sh puts a mod in the container
 
@@ -506,7 +533,31 @@ def render_plan(
                     ),
                 )
             )
+        # every follower's own ready evidence, waited for together with the head's ready line
+        for n in nodes[1:]:
+            name = container[n.name]
+            line = node_ready_line(recipe, size)
+            steps.append(
+                LaunchStep(
+                    "wait-node-ready",
+                    "launch",
+                    n.name,
+                    f"wait for {n.name}'s own engine to be up ({line!r} in {name}'s log)",
+                    "wait-line",
+                    shell.join(["docker", "exec", name, "tail", "-n", "200", recipe.serve.log]),
+                    timeout_s=recipe.serve.startup_timeout_s,
+                    interval_s=10,
+                    expect=line,
+                    log_sources=(
+                        shell.join(
+                            ["docker", "exec", name, "tail", "-n", "200", "-F", recipe.serve.log]
+                        ),
+                    ),
+                    group=READY_GROUP,
+                )
+            )
     logs[head.name] = (*logs.get(head.name, ()), log_tail_command(recipe, follow=True))
+    together = recipe.executor == "mp" and size > 1
     steps.append(
         LaunchStep(
             "wait-ready",
@@ -519,6 +570,7 @@ def render_plan(
             interval_s=10,
             expect=recipe.serve.ready_line,
             log_sources=(log_tail_command(recipe, follow=True),),
+            group=READY_GROUP if together else "",
         )
     )
     steps.append(

@@ -135,6 +135,20 @@ def plan_vllm(e: Engine) -> None:
     t = plan_load(e, t + 1, "vllm", v)
     if t < 0:
         return
+    # mp across nodes: each node's first local rank logs its own load (its own log)
+    for m in joined.values():
+        e.emit(
+            m.sink,
+            t,
+            logs.render(
+                "vllm",
+                "weights-loaded",
+                ts=logs.vllm_ts(t),
+                pid=e.pid + m.rank,
+                rank=m.rank,
+                secs=f"{(e.load_end or t) - (e.load_start or t):.2f}",
+            ),
+        )
     # KV cache, graphs, API server
     kv = max(0.5, util * head_member.node.cuda_total_gib - head_member.weights_gib - 1.5)
     max_len = int(spec.num("--max-model-len", default=131072))
