@@ -52,6 +52,8 @@ _PROGRESS = re.compile(
     r"|Uvicorn running on[^\r\n]*)"
 )
 _GONE = ("No such container", "is not running")
+# how a wait fails when its node says nothing of why (its container stopped, no answer)
+_BARE = ("the container stopped", "unreachable")
 # between two polls of a wait, a look this often (clock seconds) at what needs no node: the
 # monitor saw the line waited for, an error wall ended the launch, spark-tui is closing
 LOOK_S = 0.5
@@ -336,17 +338,23 @@ class LaunchRunner:
             for ev in seens:
                 if ev is not None:
                     ev.clear()  # a line from now on wakes the next pause
+            failed: list[tuple[int, str]] = []
             for i, step in enumerate(steps):
                 ok, why, res = self._poll_once(step, checks[step.id])
                 polls[i] += 1
                 if res is not None:
                     last[i] = res
                 if ok is None:
-                    return ended_by(i, why)
-                if ok and not done[i]:
+                    failed.append((i, why))
+                elif ok and not done[i]:
                     done[i], detail[i] = True, why
                 elif not done[i]:
                     detail[i] = why
+            if failed:
+                # several nodes down in one round (one engine across the nodes dies as one):
+                # the node whose own log says why, else the first in the plan's order
+                i, why = min(failed, key=lambda f: (f[1].startswith(_BARE), f[0]))
+                return ended_by(i, why)
             if all(done):
                 return [result(i, True, detail[i]) for i in range(len(steps))]
             if self.abort is not None:
