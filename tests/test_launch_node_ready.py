@@ -91,9 +91,25 @@ def test_sglang_followers_wait_for_their_health_server_line():
     assert head.expect == "The server is fired up and ready to roll"
 
 
-def test_ray_and_one_node_plans_have_no_grouped_wait():
+def test_a_ray_follower_waits_for_its_own_workers_line_in_rays_worker_logs():
+    """Ray: the worker on a Ray node writes its stdout to Ray's log directory on that node
+    (worker-*.out under /tmp/ray/session_latest/logs); the follower's wait reads it there."""
     r = recipes().get(VLLM_TP2)
-    assert ready_waits(render_plan(r, cluster_of(2))) == []  # Ray: the head drives the workers
+    (follower, head) = ready_waits(render_plan(r, cluster_of(2)))
+    assert (follower.id, follower.node, follower.expect) == (
+        "wait-node-ready",
+        "spark2",
+        "Loading weights took",
+    )
+    assert follower.command == (
+        f"docker exec {r.worker_container} sh -c "
+        "'tail -q -n 200 /tmp/ray/session_latest/logs/worker-*.out'"
+    )
+    assert (head.id, head.node) == ("wait-ready", "spark1")
+
+
+def test_one_node_plans_have_no_grouped_wait():
+    r = recipes().get(VLLM_TP2)
     solo = render_plan(r, cluster_of(2), profile="no-ray", sets=["nodes=1"])
     assert ready_waits(solo) == []
     assert [s.group for s in solo.steps if s.id == "wait-ready"] == [""]
@@ -117,7 +133,13 @@ def test_render_shows_the_per_node_waits_in_text_and_json(capsys, tmp_path):
     steps = json.loads(capsys.readouterr().out)["steps"]
     grouped = [(s["id"], s["node"]) for s in steps if s["group"] == "ready"]
     assert grouped == [("wait-node-ready", "spark2"), ("wait-ready", "spark1")]
-    assert all(s["group"] == "" for s in steps if s["id"] not in ("wait-node-ready", "wait-ready"))
+    joins = [(s["node"], s["group"]) for s in steps if s["id"] == "wait-join"]
+    assert joins == [("spark1", "join"), ("spark2", "join")]
+    assert all(
+        s["group"] == ""
+        for s in steps
+        if s["id"] not in ("wait-join", "wait-node-ready", "wait-ready")
+    )
 
 
 def _kill_follower_when(
@@ -137,7 +159,7 @@ def _kill_follower_when(
     return killed, emit
 
 
-@pytest.mark.parametrize("profile", ["no-ray"])
+@pytest.mark.parametrize("profile", [None, "no-ray"], ids=["ray", "no-ray"])
 def test_a_follower_that_dies_during_the_load_fails_the_launch_at_once_naming_it(profile):
     r = recipes().get(VLLM_TP2)
     with build_sim_cluster("healthy", clock=SteppedClock()) as c:
@@ -167,24 +189,23 @@ def test_a_follower_that_dies_during_the_load_fails_the_launch_at_once_naming_it
         assert not any(s.step.id == "smoke" for s in result.steps)
 
 
-def test_every_follower_ready_then_the_launch_serves():
+@pytest.mark.parametrize("profile", [None, "no-ray"], ids=["ray", "no-ray"])
+def test_every_follower_ready_then_the_launch_serves(profile):
     r = recipes().get(VLLM_TP2)
     with build_sim_cluster("healthy", clock=SteppedClock()) as c:
-        plan = render_plan(r, c.config, profile="no-ray")
+        plan = render_plan(r, c.config, profile=profile)
         result = LaunchRunner(c.transports, c.clock).run_steps(plan.steps)
         assert result.ok, result.describe()
         assert result.tok_s and result.tok_s > 0
         by_id = {(s.step.id, s.step.node): s for s in result.steps}
         follower = by_id[("wait-node-ready", "spark2")]
         assert follower.ok and follower.detail == "Loading weights took"
-        # the follower's own log holds the line, in vLLM's words
-        log = (
-            c.transports["spark2"]
-            .run(f"docker exec {r.worker_container} tail -n 200 {r.serve.log}")
-            .stdout
-        )
+        # the follower's own log holds the line, in vLLM's words: its serve log (mp, with the
+        # multiprocessing worker's prefix) or Ray's worker log on that node
+        log = c.transports["spark2"].run(follower.step.command).stdout
         line = next(ln for ln in log.splitlines() if "Loading weights took" in ln)
-        assert line.startswith("(Worker_TP1 pid=") and "[default_loader.py:501]" in line
+        assert "[default_loader.py:501] Loading weights took " in line
+        assert line.startswith("(Worker_TP1 pid=" if profile else "INFO ")
         assert by_id[("wait-ready", "spark1")].ok
 
 

@@ -210,6 +210,11 @@ def node_ready_line(recipe: Recipe, size: int) -> str:
 
 
 READY_GROUP = "ready"  # every node's own ready wait, waited for together
+JOIN_GROUP = "join"  # every node's join wait, waited for together
+# Ray keeps every worker's stdout and stderr in its session's log directory on the worker's own
+# node ("worker-[worker_id]-[job_id]-[pid].out"; /tmp/ray/session_latest links the newest
+# session: Ray's "Configuring Logging" guide): a vLLM worker on a Ray node logs there
+RAY_WORKER_LOGS = "/tmp/ray/session_latest/logs/worker-*.out"
 
 
 MODS_MOUNT = "/workspace/spark-tui-mods"  # the node's copy of the recipe's mods, read-only
@@ -481,6 +486,26 @@ def render_plan(
                 log_sources=(log_tail_command(recipe, follow=True),),
             )
         )
+        # every Ray node's own worker: its weights loaded, in Ray's worker logs on that node
+        for n in nodes[1:] if recipe.engine == "vllm" else ():
+            name = container[n.name]
+            steps.append(
+                LaunchStep(
+                    "wait-node-ready",
+                    "launch",
+                    n.name,
+                    f"wait for {n.name}'s own Ray worker to load its weights "
+                    f"('Loading weights took' in Ray's worker logs in {name})",
+                    "wait-line",
+                    shell.join(
+                        ["docker", "exec", name, "sh", "-c", f"tail -q -n 200 {RAY_WORKER_LOGS}"]
+                    ),
+                    timeout_s=recipe.serve.startup_timeout_s,
+                    interval_s=10,
+                    expect="Loading weights took",
+                    group=READY_GROUP,
+                )
+            )
     else:  # mp: the engine's own multi-node launch, one container per node
         for n in nodes:
             v = vals[n.name]
@@ -531,6 +556,7 @@ def render_plan(
                             ["docker", "exec", name, "tail", "-n", "200", "-F", recipe.serve.log]
                         ),
                     ),
+                    group=JOIN_GROUP,
                 )
             )
         # every follower's own ready evidence, waited for together with the head's ready line
@@ -557,7 +583,7 @@ def render_plan(
                 )
             )
     logs[head.name] = (*logs.get(head.name, ()), log_tail_command(recipe, follow=True))
-    together = recipe.executor == "mp" and size > 1
+    together = size > 1
     steps.append(
         LaunchStep(
             "wait-ready",
