@@ -8,8 +8,10 @@ The corpus is tests/sample-logs/: walls/<wall-id>/*.log are real excerpts of tha
 wall (where each came from is in the folder's SOURCES.md), healthy/*.log are hard
 negatives (healthy startups and serving, and other errors that look alike).
 tests/sample-logs/labels.yaml says which other walls a file shows (`also`), which
-it may show without counting either way (`allow`), and how sure a diagnosis of
-its own wall must be (`confidence`).
+it may show without counting either way (`allow`), how sure a diagnosis of
+its own wall must be (`confidence`), and what is known of the launch that printed it
+(`facts`, e.g. `recipe.nodes: 1`: a signature's `only_when` is judged on them, as the
+monitor judges it on the recipe's; a file without them is judged as `triage` does).
 
 Every file is scored as posted and as users re-paste it (`VARIANTS`): hard-wrapped
 by a terminal at 80 columns, copied from a 120-column screen (padded), reflowed
@@ -153,6 +155,7 @@ class Example:
     negative: bool
     confidence: str | None = None  # how sure its own wall's diagnosis must be
     own: str | None = None  # the folder's wall
+    facts: dict[str, object] | None = None  # what is known of the launch (recipe.nodes, …)
 
 
 @dataclass
@@ -216,11 +219,20 @@ def load_examples(corpus: Path = CORPUS) -> list[Example]:
                     False,
                     lab.get("confidence"),
                     d.name,
+                    lab.get("facts"),
                 )
             )
     for p in sorted((corpus / "healthy").glob("*.log")):
         lab = labels.get(f"healthy/{p.name}") or {}
-        out.append(Example(p, set(lab.get("also", [])), set(lab.get("allow", [])), True))
+        out.append(
+            Example(
+                p,
+                set(lab.get("also", [])),
+                set(lab.get("allow", [])),
+                True,
+                facts=lab.get("facts"),
+            )
+        )
     unknown = set(labels) - {
         str(e.path.relative_to(corpus)) for e in out
     }  # a label for a file that is not there is a typo
@@ -260,14 +272,16 @@ def write_heldout(path: Path = HELDOUT) -> None:
     path.write_text(head + yaml.safe_dump(split, sort_keys=True, default_flow_style=False))
 
 
-def diagnose(matcher: Matcher, name: str, data: bytes) -> dict[str, tuple[str, str]]:
-    """wall id -> (severity, confidence) of what triage reports for this text."""
+def diagnose(
+    matcher: Matcher, name: str, data: bytes, facts: dict[str, object] | None = None
+) -> dict[str, tuple[str, str]]:
+    """wall id -> (severity, confidence) of what triage reports for this text (with `facts`:
+    what the monitor reports for it, knowing the launch)."""
     book = DiagnosisBook()
     stream = matcher.stream()
-    for hit in stream.feed_chunk(name, data):
-        book.add_hit(hit)
-    for hit in stream.finish(name):
-        book.add_hit(hit)
+    for hit in [*stream.feed_chunk(name, data), *stream.finish(name)]:
+        if not hit.ruled_out(facts):
+            book.add_hit(hit)
     return {d.wall.id: (d.severity, d.confidence) for d in book}
 
 
@@ -305,7 +319,7 @@ def score(
         rel = str(ex.path.relative_to(CORPUS))
         for vname, fn in variants.items():
             data = fn(text).encode("utf-8", "surrogateescape")
-            found = diagnose(matcher, rel, data)
+            found = diagnose(matcher, rel, data, ex.facts)
             where = f"{rel} ({vname})"
             for w in log_walls:
                 if only and w != only:

@@ -11,6 +11,8 @@ _w (watts), _mhz. A fact that could not be read is absent, never 0.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 NODE_FACTS: dict[str, str] = {
     # memory, from /proc/meminfo (on GB10 the OS is the only source of memory figures)
     "memory.total_gib": "MemTotal",
@@ -110,6 +112,13 @@ def is_known_fact(path: str) -> bool:
     if path in NODE_FACTS or path in CLUSTER_FACTS or path in RECIPE_FACT_FAMILIES:
         return True
     return any(path.startswith(f) and len(path) > len(f) for f in _FAMILIES)
+
+
+def fact_known(path: str, facts: Mapping[str, object]) -> bool:
+    """Whether `facts` say anything about this fact: it is there, or it is a `recipe.*` fact
+    and the recipe is known (a recipe gives every fact it has, so one it lacks is unset).
+    A node fact that is absent was not read: unknown."""
+    return path in facts or (path.startswith("recipe.") and "recipe.id" in facts)
 
 
 def unknown_fact_reason(path: str) -> str | None:

@@ -390,8 +390,11 @@ class ClusterMonitor:
         recipe = self._recipe()
         facts_by_node = self.facts_by_node()
         with self._lock:
-            now = self.clock.now()
             states = dict(self._states)
+            # the rules judge readings as of when they were taken: a round that read the
+            # nodes before a relaunch and is evaluated after it started says nothing new
+            # about the relaunch (a launch's fatal-wall check compares with its start)
+            now = max((s.time for s in states.values()), default=None) or self.clock.now()
             firings = self._rules.evaluate_states(states, now, recipe)
             resolved = [d.snapshot() for d in self._rules.resolved]
             for f in firings:
@@ -907,6 +910,9 @@ class ClusterMonitor:
         raised: list[DiagnosisRaised] = []
         marks: list[tuple[int, str, str]] = []
         facts_by_node = self.facts_by_node()
+        # what a signature's `only_when` is judged on: this node's facts with the recipe's
+        # (the recipe's and the cluster's alone while the node has no reading yet)
+        line_facts = facts_by_node.get(node) or self.facts()
         with self._lock:
             now = self.clock.now()
             first_no = self._match.line_count(key) + 1
@@ -915,6 +921,8 @@ class ClusterMonitor:
                 if serving:
                     self._serving[node].feed(line, now)
                 for hit in self._match.feed_line(key, line):
+                    if hit.ruled_out(line_facts):  # harmless here (NCCL on lo, one node)
+                        continue
                     marks.append((i, hit.wall.id, hit.severity))
                     if serving and hit.severity == "error":
                         self._serving[node].mark_crashed()

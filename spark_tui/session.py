@@ -386,11 +386,14 @@ class Session:
     def launch_blocker(self) -> str | None:
         if self.monitor is None or self._last_launch_at is None:
             return None
-        for d in self.diagnoses():  # a check wall (a setting) never kills a launch by itself
+        # a check wall (a setting) never kills a launch by itself; evidence taken at the
+        # launch's own instant or before it (readings are judged as of when they were read)
+        # is the last attempt's
+        for d in self.diagnoses():
             if (
                 d.severity == "error"
                 and d.wall.kind != "check"
-                and d.first_seen >= self._last_launch_at
+                and d.first_seen > self._last_launch_at
             ):
                 where = f" on {d.node}" if d.node else ""
                 return f"{d.wall.id}{where}: {d.evidence[:200]}"

@@ -5,9 +5,8 @@ applies first; a verified log-wall fix shows as fixed until the relaunch proves 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -15,7 +14,7 @@ from spark_tui.bringup import GuidedBringUp
 from spark_tui.driver import Driver, step_events
 from spark_tui.event_lines import line
 from spark_tui.session import open_cluster
-from spark_tui.sim import scenario_names
+from spark_tui.sim import SteppedClock, scenario_names
 from spark_tui.up import bring_up
 from tests.test_tui_live import OPENED, wait_for
 
@@ -32,35 +31,25 @@ def verdicts(events: list[dict]) -> list[tuple]:
     ]
 
 
-def up_steps(name: str) -> list[tuple]:
+def up_steps(name: str, **clock) -> list[tuple]:
     events: list[dict] = []
-    with open_cluster(scenario=name, speed=SPEED) as session:
+    with open_cluster(scenario=name, **(clock or {"clock": SteppedClock()})) as session:
         bring_up(session, events.append, None, yes=True)
     return verdicts(events)
 
 
-def watch_steps(name: str) -> list[tuple]:
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "spark_tui",
-            "watch",
-            "--json",
-            "--demo",
-            name,
-            "--auto-relaunch",
-            "--duration",
-            "1",
-            "--speed",
-            str(SPEED),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=400,
-    )
-    assert proc.returncode == 0, proc.stderr
-    lines = [json.loads(line) for line in proc.stdout.splitlines()]
+def watch_steps(name: str, monkeypatch: pytest.MonkeyPatch, capsys) -> list[tuple]:
+    """`spark-tui watch --json --demo NAME --auto-relaunch`, run in this process so that its
+    session opens on a stepped clock (the command line and its printer as a user runs them)."""
+    import spark_tui.session
+    from spark_tui.entry import main
+
+    stepped = functools.partial(spark_tui.session.open_cluster, clock=SteppedClock())
+    monkeypatch.setattr(spark_tui.session, "open_cluster", stepped)
+    argv = ["watch", "--json", "--demo", name, "--auto-relaunch", "--duration", "1"]
+    capsys.readouterr()
+    assert main(argv) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert all("time" in e for e in lines if e["event"] in (*STEP_EVENTS, "relaunch"))
     return verdicts(lines)
 
@@ -68,7 +57,7 @@ def watch_steps(name: str) -> list[tuple]:
 def tui_steps(name: str) -> list[tuple]:
     """The bring-up screen's steps as its keys run them: g on each step; a failed step's
     diagnosis gets the fix the screen offers (`a`, confirmed), then g again."""
-    with open_cluster(scenario=name, speed=SPEED) as session:
+    with open_cluster(scenario=name, clock=SteppedClock()) as session:
         session.start()
         driver = Driver(session)
         driver.settle()  # as `up` and `watch` do before their first decision (Driver.run)
@@ -90,10 +79,12 @@ def tui_steps(name: str) -> list[tuple]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", scenario_names())
-def test_up_the_tui_bringup_and_watch_take_the_same_steps(name: str) -> None:
+def test_up_the_tui_bringup_and_watch_take_the_same_steps(
+    name: str, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
     up = up_steps(name)
     assert tui_steps(name) == up
-    assert watch_steps(name) == up
+    assert watch_steps(name, monkeypatch, capsys) == up
     assert up[-1][0] == "serving", up  # the last launch served (and its soak answered)
 
 
@@ -108,7 +99,7 @@ def test_the_tuis_first_offer_is_the_fix_up_applies_first(name: str) -> None:
     from spark_tui.tui.app import SparkTuiApp
     from spark_tui.tui.widgets.diagnosis_detail import DiagnosisDetail
 
-    steps = up_steps(name)
+    steps = up_steps(name, speed=SPEED)  # compared with the app at the same speed
     kinds = [s[0] for s in steps]
     first = next(((w, f) for kind, _ok, w, f in steps if kind == "fix"), None)
     before_launch = first is not None and kinds.index("fix") < (
@@ -190,3 +181,31 @@ def test_a_fix_that_only_shows_is_never_the_one_relaunched_on() -> None:
         port, Source.log("spark1", "serve"), 41, "OSError: [Errno 98] Address already in use"
     )
     assert [f.id for f in _remedial(d)] == ["stop-stack-and-relaunch"]
+
+
+def test_a_launch_is_stopped_only_by_evidence_taken_after_it_began() -> None:
+    """A launch's fatal-wall check stops it on a wall whose evidence came after the launch
+    began: one raised at the launch's own instant (a relaunch right after the failure, no
+    time between them) belongs to the attempt before. On a stepped clock every reading
+    between two waits is taken at the same instant, so the order is certain."""
+    from types import SimpleNamespace
+
+    wall = "cuda-graph-capture-hang"  # a readings wall: the capture spins for 120 s
+    with open_cluster(scenario="cuda-graph-deadlock", clock=SteppedClock()) as session:
+        session.start()
+        assert not session.apply(session.plan_launch(), yes=True).ok  # the capture hangs
+
+        def raised_again() -> float:
+            session.monitor.resolve_fixed(wall, "a test", None)  # forgotten: held anew
+            session.monitor.wait_rounds(2)
+            session.clock.sleep(125)
+            session.monitor.wait_rounds(2)
+            return max(d.first_seen for d in session.diagnoses() if d.wall.id == wall)
+
+        seen = raised_again()
+        assert seen == session.clock.now()
+        session.launching(SimpleNamespace(nodes=(), log_sources={}))  # at the same instant
+        assert session.launch_blocker() is None, session.launch_blocker()
+        session.clock.sleep(1)
+        assert raised_again() > seen  # read after the launch began: still capturing
+        assert (session.launch_blocker() or "").startswith(wall), session.launch_blocker()

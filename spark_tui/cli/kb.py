@@ -75,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
         for s in wall.signatures:
             out.print(
                 f"  /{s.pattern}/"
-                + (f" then /{s.then}/ within {s.within} lines" if s.then else ""),
+                + (f" then /{s.then}/ within {s.within} lines" if s.then else "")
+                + (f" only when {' and '.join(map(str, s.only_when))}" if s.only_when else ""),
                 markup=False,
             )
     if wall.sources:

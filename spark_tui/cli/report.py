@@ -30,8 +30,9 @@ def run(args: argparse.Namespace) -> int:
 
     config = args.report_config or getattr(args, "config", None)
     with open_cluster(config, recipe=args.recipe, no_config="offline") as session:
-        diagnoses = triage_files(session.matcher, args.logs) if args.logs else []
-        recipe = session.recipe()
+        recipe = session.recipe()  # the logs are this recipe's: its facts judge `only_when`
+        facts = recipe.facts() if recipe is not None else None
+        diagnoses = triage_files(session.matcher, args.logs, facts) if args.logs else []
         if recipe is not None:
             diagnoses += recipe_checks(session.kb, recipe)
         versions = {} if args.offline else _versions(session)

@@ -22,6 +22,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from spark_tui.facts import fact_known
+
 OPS = (">=", "<=", "==", "!=", ">", "<", "contains", "not contains", "is set", "is unset")
 
 _PATH = r"[A-Za-z_][\w\-]*(?:\.[\w\-]+)*"
@@ -65,6 +67,12 @@ class Condition:
                 return False
             right = facts[right.path]
         return _compare(left, self.op, right)
+
+    def decided(self, facts: Mapping[str, object]) -> bool:
+        """Whether the facts know every fact this condition names (spark_tui.facts.fact_known):
+        only then is `holds` an answer rather than a guess."""
+        paths = (self.path, self.value.path if isinstance(self.value, PathRef) else None)
+        return all(fact_known(p, facts) for p in paths if p is not None)
 
     def __str__(self) -> str:
         return self.text or f"{self.path} {self.op} {self.value}"

@@ -62,6 +62,7 @@ LOG_SIG_FIELDS = {
     "confidence",
     "confirm",
     "excerpt_times",
+    "only_when",
 }
 RULE_FIELDS = {"when", "for", "scope"}
 CAUSE_FIELDS = {"id", "title", "when", "fixes"}
@@ -214,6 +215,11 @@ def _signatures(
                 if "confirm" in sig
                 else ()
             )
+            only_when = (
+                c.conditions(sig["only_when"], sig, "only_when", f"{where} only_when")
+                if "only_when" in sig
+                else ()
+            )
             if pattern:
                 logs.append(
                     LogSignature(
@@ -229,6 +235,7 @@ def _signatures(
                         confidence=confidence,
                         confirm=confirm,
                         excerpt_times=excerpt,
+                        only_when=only_when,
                     )
                 )
         elif "when" in sig:

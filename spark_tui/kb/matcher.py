@@ -22,7 +22,7 @@ length never raise and never lose the lines after them.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
@@ -112,6 +112,11 @@ class Hit:
     @property
     def severity(self) -> str:
         return severity_for(self.wall.severity, self.confidence)
+
+    def ruled_out(self, facts: Mapping[str, object] | None) -> bool:
+        """Whether the facts of the node and the recipe say this line names no wall here
+        (its signature's `only_when`; unknown facts keep it)."""
+        return self.signature is not None and self.signature.ruled_out(facts)
 
 
 @dataclass

@@ -8,6 +8,7 @@ the reference for authors.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -54,7 +55,8 @@ class LogSignature:
     matching lines that name it (suspected) in a file that holds neither its `after`
     nor its `reset` line (an excerpt pasted from the middle of a log). `confidence` is what a
     match alone says (from-log or suspected); `confirm` are the readings that
-    would confirm it."""
+    would confirm it; `only_when` are facts (the recipe's, the node's) without which
+    the line is harmless (NCCL on loopback is right when the launch is one node)."""
 
     pattern: str
     then: str | None = None
@@ -68,6 +70,16 @@ class LogSignature:
     confidence: str = FROM_LOG
     confirm: tuple[Condition, ...] = ()
     excerpt_times: int = 0  # a paste with neither `after` nor `reset`: lines that suffice
+    only_when: tuple[Condition, ...] = ()
+
+    def ruled_out(self, facts: Mapping[str, object] | None) -> bool:
+        """Whether the facts say this signature's line names no wall here: one of its
+        `only_when` conditions is decided (every fact it names is known) and does not hold.
+        Unknown facts (no recipe, a stack spark-tui did not launch, a file triaged offline)
+        never rule a line out: a wall is not hidden for want of facts."""
+        if not self.only_when or not facts:
+            return False
+        return any(c.decided(facts) and not c.holds(facts) for c in self.only_when)
 
 
 # Why a signature with `after` names its wall in a pasted file that never shows that line

@@ -64,8 +64,11 @@ def _noop(_: ActionProgress) -> None:
 
 
 def fatal_wall(text: str, matcher: Matcher) -> str | None:
-    """The first error-severity wall in a log excerpt, as 'wall-id: evidence', or None."""
+    """The first error-severity wall in a log excerpt, as 'wall-id: evidence', or None. A
+    signature with `only_when` is left to the monitor, which knows the facts it needs."""
     for hit in matcher.scan_lines("serve-log", text.splitlines()):
+        if hit.signature is not None and hit.signature.only_when:
+            continue
         if hit.severity == "error":  # a suspected wall is not yet fatal
             return f"{hit.wall.id}: {hit.evidence[:300]}"
     return None
