@@ -272,3 +272,19 @@ def test_a_follower_stopped_over_real_sshd_fails_the_launch_naming_it(tmp_path: 
         sshd.stop()
         server.close()
         sim.close()
+
+
+def test_an_error_wall_on_a_follower_ends_the_join_waits_naming_that_follower():
+    """The session's word that an error wall showed on spark2 (its launch_blocker) ends every
+    node's join wait at once; the failed wait is spark2's, not the head's it happened to poll."""
+    r = recipes().get(VLLM_TP2)
+    blocker = "safetensors-corrupt-shard on spark2: SafetensorError: Error while deserializing"
+    with build_sim_cluster("healthy", clock=SteppedClock()) as c:
+        plan = render_plan(r, c.config, profile="no-ray")
+        runner = LaunchRunner(c.transports, c.clock, abort=lambda: blocker)
+        result = runner.run_steps(plan.steps)
+        assert not result.ok and result.failed is not None
+        assert (result.failed.step.id, result.failed.step.node) == ("wait-join", "spark2")
+        assert result.failed.detail == f"stopped waiting: {blocker}"
+        head = next(s for s in result.steps if s.step.id == "wait-join" and s.step.node == "spark1")
+        assert not head.cause
