@@ -56,13 +56,50 @@ class ActionSchema:
         """Whether an action with these parameters runs something as root (sudo -n)."""
         if self.needs_root:
             return True
-        return self.root_default is not None and bool(params.get("root", self.root_default))
+        root = self.root_default is not None and bool(params.get("root", self.root_default))
+        undo = params.get("undo")
+        return root or (isinstance(undo, Mapping) and bool(undo.get("root", root)))
+
+
+UNDO_FIELDS: frozenset[str] = frozenset({"command", "before", "root", "restores"})
 
 
 def _check_command(params: Mapping[str, Any]) -> Problems:
     command = params.get("command")
     if not (isinstance(command, str) and command.strip()):
         return [("'command' must be a non-empty shell command", "command")]
+    return _check_undo(params) if "undo" in params else []
+
+
+def _check_undo(params: Mapping[str, Any]) -> Problems:
+    """`undo:` on a run: how to set a node back when a later step or the fix's check fails
+    (`command`, with `{before}`: the value of the node fact `before` read on that node just
+    before the change; `root`, default the action's; `restores`: what it sets back, in words,
+    e.g. `MTU {before}`). Which facts exist is the knowledge base's to check."""
+    undo = params["undo"]
+    if not isinstance(undo, Mapping):
+        return [("'undo' must be a mapping (command, before, root, restores)", "undo")]
+    unknown = sorted(str(k) for k in undo if k not in UNDO_FIELDS)
+    if unknown:
+        return [
+            (
+                f"'undo' has unknown field(s) {', '.join(unknown)} (known: {', '.join(sorted(UNDO_FIELDS))})",
+                "undo",
+            )
+        ]
+    command = undo.get("command")
+    if not (isinstance(command, str) and command.strip()):
+        return [("'undo' needs 'command', a non-empty shell command", "undo")]
+    before = undo.get("before")
+    if before is not None and not (isinstance(before, str) and before.strip()):
+        return [("'undo': 'before' must name a node fact (e.g. net.fabric_mtu)", "undo")]
+    uses = "{before}" in command or "{before}" in str(undo.get("restores", ""))
+    if uses and before is None:
+        return [("'undo' uses {before} but names no 'before' fact to read", "undo")]
+    if "root" in undo and not isinstance(undo["root"], bool):
+        return [("'undo': 'root' must be true or false", "undo")]
+    if "restores" in undo and not (isinstance(undo["restores"], str) and undo["restores"].strip()):
+        return [("'undo': 'restores' must say what it sets back (e.g. 'MTU {before}')", "undo")]
     return []
 
 
@@ -112,7 +149,7 @@ SCHEMAS: dict[str, ActionSchema] = {
             "run a shell command on nodes ({node.fabric_if}, {head.fabric_ip}, {model.id}… "
             "filled and quoted)",
             required=frozenset({"command"}),
-            optional=frozenset({"on", "root"}),
+            optional=frozenset({"on", "root", "undo"}),
             root_default=False,
             check=_check_command,
         ),

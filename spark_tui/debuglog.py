@@ -94,7 +94,8 @@ def where() -> str:
     """How to see the details: the debug log's path, or how to turn it on."""
     if isinstance(_handler, logging.FileHandler):
         return f"details in {_handler.baseFilename}"
-    return f"run with --debug-log FILE (or {ENV}=FILE) for the details"
+    # --debug-log is spark-tui's own option: before the command, never after it
+    return f"for the details run it again as 'spark-tui --debug-log FILE COMMAND …' (or with {ENV}=FILE)"
 
 
 def _thread_excepthook(args: threading.ExceptHookArgs) -> None:

@@ -110,6 +110,15 @@ def _relaunches(fix: Fix) -> bool:
     return any(kind(a.type).relaunches for a in fix.actions)
 
 
+def changes_nodes_disruptively(fix: Fix) -> bool:
+    """A fix that is not safe and changes a node itself (a link's MTU, GPU clocks, a file, a
+    reboot), not only the recipe: root or not, the node is left different."""
+    return fix.risk != "safe" and any(
+        k.on_nodes and not (k.collects_evidence or k.relaunches)
+        for k in (kind(a.type) for a in fix.actions)
+    )
+
+
 def unattended_fix(fix: Fix) -> bool:
     """A fix an automatic relaunch may take with nobody asked: it relaunches, and every
     action can be taken back (a relaunch, evidence, a recipe revision undo restores)."""
@@ -338,7 +347,10 @@ class Driver:
         """A wall the doctor found or predicts, fixed before the launch: every active error
         or warning with a fix that changes something and neither relaunches nor replaces
         the recipe (the launch comes next anyway); a log wall's destructive fix is never
-        taken for an old line."""
+        taken for an old line. A warning does not stop a launch (it serves, slower or less
+        safe): its fix is taken first only when it is safe or changes the recipe alone — a
+        disruptive change to a node for it (fabric-slow's MTU, GPU clocks) is offered, never
+        made before a launch nobody asked it for."""
         active = self._active(severities)
         seen = {(d.wall.id, d.node) for d in active}
         predicted = [  # what the doctor's readings predict, its durations not waited for
@@ -356,6 +368,8 @@ class Driver:
             if any(k.relaunches or k.replaces_recipe for k in kinds):
                 continue
             if source_kind(d.source) == "log" and fix.risk == "destructive":
+                continue
+            if d.severity != "error" and changes_nodes_disruptively(fix):
                 continue
             return Move("fix", f"{d.wall.id}: fixed before the launch", d, fix)
         return None
@@ -400,8 +414,8 @@ class Driver:
             if not ok:
                 self.launch_ok = False
             return self._record(Step("soak", ok, launch=self.launches))
-        if move.kind == "launch":
-            return self._apply(s.plan_launch(), confirm, progress, yes)
+        if move.kind == "launch":  # refused, it is the launch step that was (not "relaunch")
+            return self._apply(s.plan_launch(), confirm, progress, yes, name="launch")
         assert move.diagnosis is not None and move.fix is not None
         plan = s.plan_fix(move.diagnosis, move.fix)
         if self.launches == 0:
@@ -412,7 +426,12 @@ class Driver:
         return self._apply(plan, confirm, progress, yes)
 
     def _apply(
-        self, plan: FixPlan, confirm: Confirm | None, progress: Progress | None, yes: bool
+        self,
+        plan: FixPlan,
+        confirm: Confirm | None,
+        progress: Progress | None,
+        yes: bool,
+        name: str | None = None,
     ) -> Step | None:
         with self._lock:
             self._taking = True
@@ -422,7 +441,7 @@ class Driver:
         finally:
             self._taking = False
         if result.message == NOT_CONFIRMED:
-            return self._refused(plan.fix.id, NOT_CONFIRMED)
+            return self._refused(name or plan.fix.id, NOT_CONFIRMED)
         if plan.relaunches:
             self._rounds(SETTLE_ROUNDS if not result.ok else 1)
         return self.steps[-1] if len(self.steps) > before else None

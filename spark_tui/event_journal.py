@@ -4,9 +4,9 @@ lines and the TUI's journal of events (`J`) shows them, so both say the same thi
 same words; `up --json` prints the same types through the same serializer.
 
 Which monitor events make a line (`said`): a wall raised for the first time, a readings
-wall raised again (a new episode), a wall that readings confirmed; a wall that resolved; a
-node that dropped, or came back after it dropped (a node reachable from the start is not
-news). Every line has its time: when it happened by the session's clock."""
+wall raised again (a new episode), a wall that readings confirmed; a log wall whose fix
+was checked (fixed, waiting for the relaunch that proves it); a wall that resolved; a node
+that dropped, or came back after it dropped (a node reachable from the start is not news). Every line has its time: when it happened by the session's clock."""
 
 from __future__ import annotations
 
@@ -17,8 +17,13 @@ from dataclasses import replace
 from typing import Any
 
 from spark_tui.driver import Step, step_events
-from spark_tui.event_lines import LineEvent, NodeReach, diagnosis_seen, wall_resolved
-from spark_tui.events import DiagnosisRaised, DiagnosisResolved, ReachabilityChanged
+from spark_tui.event_lines import LineEvent, NodeReach, diagnosis_seen, wall_fixed, wall_resolved
+from spark_tui.events import (
+    DiagnosisFixed,
+    DiagnosisRaised,
+    DiagnosisResolved,
+    ReachabilityChanged,
+)
 
 LIMIT = 5000  # lines kept (the oldest go first)
 
@@ -47,6 +52,8 @@ class EventJournal:
                 )
             elif isinstance(event, DiagnosisResolved):
                 line = wall_resolved(event.diagnosis, event.time)
+            elif isinstance(event, DiagnosisFixed):
+                line = wall_fixed(event.diagnosis, event.time)
             elif isinstance(event, DiagnosisRaised):
                 d = event.diagnosis
                 key = (d.wall.id, str(d.source))

@@ -61,6 +61,18 @@ class WallResolved(LineEvent):
 
 
 @dataclass(frozen=True, kw_only=True)
+class WallFixed(LineEvent):
+    """A log wall whose fix ran and was checked: fixed, waiting for the relaunch that proves
+    it (then `resolved`; seen again in the new launch's log, a `diagnosis` again)."""
+
+    EVENT: ClassVar[str] = "fixed"
+    wall: str
+    node: str | None
+    file: str
+    how: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class NodeReach(LineEvent):
     """A node dropped (`unreachable`) or came back (`reachable`)."""
 
@@ -222,6 +234,8 @@ def line(event: LineEvent) -> dict[str, Any]:
             if value.cause:
                 out["cause"] = value.cause
             continue
+        if f.name == "tok_s" and isinstance(value, float):
+            value = round(value, 1)  # a rate as people read it (34.979… is not more true)
         out[f.name] = _plain(value)
     out["time"] = iso(event.time)
     return out
@@ -242,6 +256,16 @@ def wall_resolved(d: DiagnosisView, when: float | None = None) -> WallResolved:
         node=d.node,
         file=str(d.source),
         how=d.resolution,
+        time=_now() if when is None else when,
+    )
+
+
+def wall_fixed(d: DiagnosisView, when: float | None = None) -> WallFixed:
+    return WallFixed(
+        wall=d.wall.id,
+        node=d.node,
+        file=str(d.source),
+        how=d.fixed_how,
         time=_now() if when is None else when,
     )
 

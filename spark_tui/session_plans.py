@@ -39,6 +39,7 @@ class Plans:
             wall=diagnosis.wall.id,
             recipes=self.session.recipes().recipes,
             containers=self.session.serving_containers(),
+            facts={n: st.facts() for n, st in self.session.states().items()},
         )
 
     def fix_lines(self, diagnosis: DiagnosisView, fix: Fix) -> list[str]:

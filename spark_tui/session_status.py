@@ -38,7 +38,7 @@ class NodeStatus:
             "phase": self.phase,
             "model": self.model,
             "port": self.port,
-            "tok_s": self.tok_s,
+            "tok_s": round(self.tok_s, 1) if self.tok_s is not None else None,
         }
 
 

@@ -21,19 +21,20 @@ from dataclasses import replace
 from typing import Any
 
 from spark_tui.driver import Driver, Step, step_events
+from spark_tui.event_journal import EventJournal
 from spark_tui.event_lines import (
     ActiveWall,
     AppliedFix,
     DiagnosisSeen,
     Done,
     LineEvent,
+    NodeReach,
     RecipeChosen,
+    WallFixed,
     WallResolved,
-    diagnosis_seen,
     line,
-    wall_resolved,
 )
-from spark_tui.events import ActionProgress, DiagnosisRaised, DiagnosisResolved, Event
+from spark_tui.events import ActionProgress, Event
 from spark_tui.remedy.fixes import Confirm
 from spark_tui.session import Session
 
@@ -51,11 +52,11 @@ def bring_up(
 ) -> dict[str, Any]:
     """Bring the session's recipe up (see the module docstring); the `done` event."""
     lock = threading.Lock()
-    announced: set[tuple[str, str]] = set()
+    journal = EventJournal(session.clock.now)  # which monitor events make a line: as watch
 
     def say(event: LineEvent) -> dict[str, Any]:
         """Say an event, stamped with the session's clock (the monitor's stamps too)."""
-        if not isinstance(event, DiagnosisSeen | WallResolved):
+        if not isinstance(event, DiagnosisSeen | WallResolved | WallFixed | NodeReach):
             event = replace(event, time=session.clock.now())
         said = line(event)
         with lock:  # events come from the monitor's threads too
@@ -63,15 +64,10 @@ def bring_up(
         return said
 
     def watch(event: Event) -> None:
-        """Walls as they are raised (new, or again after they cleared) and as they clear."""
-        if isinstance(event, DiagnosisRaised) and event.new:
-            d = event.diagnosis
-            announced.add((d.wall.id, d.source))
-            say(diagnosis_seen(d, event.time))
-        elif isinstance(event, DiagnosisResolved):
-            d = event.diagnosis
-            if (d.wall.id, d.source) in announced:
-                say(wall_resolved(d, event.time))
+        """The monitor's news, in the words `watch --json` says it (one presenter)."""
+        said = journal.said(event)
+        if said is not None:
+            say(said)
 
     session.start(watch)
     drv = driver or Driver(session)

@@ -31,6 +31,7 @@ from spark_tui.event_lines import (
     Serving,
     StatusRead,
     Stuck,
+    WallFixed,
     WallResolved,
     line,
     schema,
@@ -148,6 +149,74 @@ def test_recipe_and_kb_json_validates(definition: str, args: tuple[str, ...]) ->
     assert not errors_of(definition, doc), errors_of(definition, doc)
 
 
+def test_recipes_show_json_of_every_recipe_validates(capsys: pytest.CaptureFixture[str]) -> None:
+    """Every built-in recipe and a community one of each format, as `recipes show --json`
+    prints it (in this process: one interpreter for the 27 recipes)."""
+    from spark_tui import paths
+    from spark_tui.entry import main
+
+    community = ROOT / "tests/data/community"
+    user = paths.user_recipes_dir()
+    user.mkdir(parents=True)
+    for f in (
+        community / "eugr/minimax-m2.7-nvfp4.yaml",
+        community / "sparkrun/qwen3.6-27b-fp8-vllm.yaml",
+    ):
+        (user / f"community-{f.parent.name}.yaml").write_bytes(f.read_bytes())
+    ids = [p.stem for p in sorted((ROOT / "recipes").glob("*.yaml"))]
+    assert len(ids) > 20, ids
+    seen = set()
+    for rid in [*ids, "community-eugr", "community-sparkrun"]:
+        assert main(["recipes", "show", rid, "--json"]) == 0, rid
+        doc = json.loads(capsys.readouterr().out)
+        assert doc["id"] == rid
+        assert not errors_of("recipes-show", doc), (rid, errors_of("recipes-show", doc))
+        seen.update(doc)
+    # the optional parts were there to be checked, not only the required ones
+    assert {"blocked_by", "profiles", "ray", "docker", "sources", "model"} <= seen, seen
+
+
+def test_recipes_check_flags_json_validates(tmp_path: Path) -> None:
+    doc = json.loads(spark_tui("recipes", "check-flags", RECIPE, "--json", cwd=tmp_path))
+    assert doc["recipe"] == RECIPE and doc["known_options"] > 0, doc
+    assert not errors_of("recipes-check-flags", doc), errors_of("recipes-check-flags", doc)
+
+
+def test_a_failed_flag_check_json_validates(tmp_path: Path) -> None:
+    """Flags the image's engine does not know, one of them renamed: exit 1, both said."""
+    out = spark_tui(
+        "recipes", "check-flags", RECIPE, "--set", "serve.--no-such-flag=1",
+        "--set", "serve.--context-length=4096", "--json", ok=(1,), cwd=tmp_path,
+    )  # fmt: skip
+    doc = json.loads(out)
+    assert not doc["ok"] and "--no-such-flag" in doc["unknown"], doc
+    assert doc["renamed"] == {"--context-length": "--max-model-len"}, doc
+    assert not errors_of("recipes-check-flags", doc), errors_of("recipes-check-flags", doc)
+
+
+def test_every_json_flag_of_the_cli_has_a_schema_definition() -> None:
+    """Each `--json` the command line accepts is covered by a definition of the schema (a new
+    one without a definition fails here)."""
+    import argparse
+
+    from spark_tui.entry import build_parser
+
+    def with_json(parser: argparse.ArgumentParser, name: str) -> list[str]:
+        found = [name] if any("--json" in a.option_strings for a in parser._actions) else []
+        for a in parser._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                for sub, p in a.choices.items():
+                    found += with_json(p, f"{name} {sub}".strip())
+        return found
+
+    lines = {"up", "watch", "status"}  # lines of the event language: #/$defs/event
+    defs = schema()["$defs"]
+    commands = with_json(build_parser(), "")
+    assert "recipes show" in commands and "up" in commands, commands
+    missing = [c for c in commands if c not in lines and c.replace(" ", "-") not in defs]
+    assert not missing, missing
+
+
 def test_discover_json_validates(tmp_path: Path) -> None:
     f = tmp_path / "lab.yaml"
     f.write_text(SPARKRUN)
@@ -158,6 +227,12 @@ def test_discover_json_validates(tmp_path: Path) -> None:
 
 EVERY_EVENT: list[LineEvent] = [
     WallResolved(wall="cuda-oom", node="spark1", file="spark1:serve", how="fixed: x", time=1.0),
+    WallFixed(
+        wall="cuda-oom",
+        node="spark1",
+        file="spark1:serve",
+        how="fixed: x; the next launch proves it",
+    ),
     NodeReach(node="spark2", reachable=False, reason="timed out"),
     NodeReach(node="spark2", reachable=True, reason=None),
     RelaunchDecided(relaunch=True, why="one relaunch", wall="cuda-oom", fix="cap-context"),
@@ -199,6 +274,15 @@ def test_every_event_kind_serializes_to_a_valid_line(event: LineEvent) -> None:
     assert (keys[0], keys[-1]) == ("event", "time")
     assert not errors_of("event", obj), errors_of("event", obj)
     assert obj["event"] in schema()["$defs"]["event"]["properties"]["event"]["enum"]
+
+
+def test_tok_s_is_said_to_one_decimal() -> None:
+    assert line(Serving(launch=1, tok_s=34.97929116652657))["tok_s"] == 35.0
+    done = Done(
+        serving=True, launches=1, recipe=RECIPE, tok_s=16.53391585625678, fixes=(), active=()
+    )
+    assert line(done)["tok_s"] == 16.5
+    assert line(Serving(launch=1, tok_s=None))["tok_s"] is None
 
 
 def test_a_line_missing_its_time_or_a_field_does_not_validate() -> None:

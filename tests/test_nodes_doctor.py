@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -273,3 +274,41 @@ def test_same_image_and_model_files_on_every_node(sshd_cluster: SshdCluster, tmp
         for t in transports.values():
             t.close()
     assert "docker image inspect --format {{.Id}} vllm-node:latest" in spark1.commands()
+
+
+def test_a_refused_host_key_from_the_head_is_not_a_password_problem(
+    sshd_cluster: SshdCluster,
+) -> None:
+    """The head's own ssh (real OpenSSH) knows no host key of spark2: doctor says so, and
+    does not send the user to ssh-copy-id."""
+    spark1 = sshd_cluster.node("spark1")
+    config = spark1.client_home / ".ssh" / "config"
+    real_ssh = shutil.which("ssh") or "/usr/bin/ssh"
+    spark1._write_shim(
+        "ssh",
+        f"exec {real_ssh} -F {config} -o UserKnownHostsFile=/dev/null "
+        '-o StrictHostKeyChecking=yes "$@"',
+    )
+    cluster = sshd_cluster.cluster_config()
+    transports = {n.name: sshd_cluster.transport(n.name) for n in cluster.nodes}
+    try:
+        report = run_doctor(cluster, transports, load_knowledge(), RealClock())
+    finally:
+        for t in transports.values():
+            t.close()
+    check = {(c.id, c.node): c for c in report.checks}[("ssh-from-head", "spark2")]
+    assert check.status == "fail", check
+    assert "refuses" in check.detail and "host key" in check.detail, check.detail
+    assert "password" not in check.detail and "ssh-copy-id" not in check.detail, check.detail
+
+
+def test_a_two_node_recipe_on_a_one_node_cluster_is_flagged(tmp_path: Path, capsys) -> None:
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(
+        "nodes:\n  - name: this-box\n    host: local\nrecipe: tiny-llama-cpu-vllm-2node\n"
+    )
+    main(["doctor", "--json", "--config", str(cluster)])
+    c = checks_of(json.loads(capsys.readouterr().out))
+    nodes = c[("recipe-nodes", None)]
+    assert nodes["status"] == "fail", nodes
+    assert "needs 2 nodes; the cluster has 1" in nodes["detail"], nodes

@@ -1,4 +1,4 @@
-"""knowledge/, recipes/ and the JSON Schema ship inside the wheel: a non-editable install, run elsewhere, finds them."""
+"""knowledge/, recipes/, the docs the product cites and the JSON Schema ship inside the wheel: a non-editable install, run elsewhere, finds them."""
 
 from __future__ import annotations
 
@@ -32,7 +32,10 @@ def test_wheel_install_finds_knowledge_and_recipes(tmp_path: Path) -> None:
         "k, r = p.builtin_knowledge_dir(), p.builtin_recipes_dir();"
         "print(k); print(r);"
         "from spark_tui.event_lines import schema;"
+        "docs = [p.doc(n) for n in ('cluster-yaml.md', 'json.md', 'recipes.md')];"
+        "print(docs[0]);"
         "sys.exit(0 if '_data' in str(k) and any(k.glob('*.yaml')) and r.is_dir()"
+        " and (r / 'SCHEMA.md').is_file() and all(d.is_file() for d in docs)"
         " and schema()['$defs']['event'] else 1)"
     )
     proc = subprocess.run(

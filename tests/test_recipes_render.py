@@ -213,3 +213,18 @@ def test_rendered_text_is_valid_shell(recipe_id: str, tmp_path: Path) -> None:
     assert check.returncode == 0, check.stderr
     for step in p.steps:
         assert step.command in p.to_text()
+
+
+def test_each_log_is_followed_once_per_node() -> None:
+    """An mp recipe's head tails its serve log for its own rank; the plan's sources named it
+    a second time, so the monitor read each line twice (`serve` and `serve2`: every wall of
+    the head's log diagnosed and printed twice)."""
+    checked = 0
+    for r in load_recipes().recipes.values():
+        if r.image is None:
+            continue
+        p = plan(r.id)
+        for node, commands in p.log_sources.items():
+            assert len(commands) == len(set(commands)), (r.id, node, commands)
+            checked += 1
+    assert checked > 20

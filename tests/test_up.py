@@ -54,9 +54,12 @@ def test_every_scenario_ends_serving_in_at_most_two_launches(name: str) -> None:
     assert errors_seen <= set(scenario.walls), (errors_seen, scenario.walls)
     fixed = {e["wall"] for e in events if e["event"] == "fix" and e["ok"]}
     # it got there by fixing what the scenario is about (a wall found before the launch may
-    # have spared it the others: page-cache-hog's dropped caches prevent the free-memory error)
+    # have spared it the others: page-cache-hog's dropped caches prevent the free-memory error),
+    # or it served with the scenario's warnings left for the user and named as still active
+    # (fabric-slow: MTU 9000 on a fabric is a disruptive change nobody asked `up` for)
     if scenario.walls:
-        assert fixed & set(scenario.walls), events
+        left = {a["wall"] for a in done["active"] if a["severity"] == "warning"}
+        assert fixed & set(scenario.walls) or set(scenario.walls) <= left, events
 
 
 def test_a_known_broken_recipe_ends_on_its_switch_and_says_so() -> None:
@@ -86,6 +89,21 @@ def test_the_json_stream_ends_with_done_and_a_demo_leaves_the_state_as_it_found_
     assert [p.name for p in left] in ([], ["yaml-cache.key"]), left
 
 
+def test_up_without_json_says_every_step_in_words(capsys: pytest.CaptureFixture[str]) -> None:
+    """The text twin of --json: a line per event, the failed launch, its fix and the launch
+    that serves (it once died on its first launch line: an internal error, KeyError 'ok')."""
+    code = main(["up", "--demo", "host-ip-mismatch", "--yes", "--speed", str(SPEED)])
+    out = capsys.readouterr()
+    assert code == 0, out.err[-2000:]
+    assert "internal error" not in out.err
+    said = [x for x in out.out.splitlines() if not x.startswith(("[", " "))]
+    assert any(x.startswith("launch 1: FAILED — ") and "vllm-host-ip-mismatch" in x for x in said)
+    assert any(x.startswith("fix export-vllm-host-ip for vllm-host-ip-mismatch: ok") for x in said)
+    assert any(x.startswith("serving: the first request answered at ") for x in said)
+    assert said[-1].startswith("done: serving at ") and "2 launch(es)" in said[-1], said[-5:]
+    assert not [x for x in said if "time=" in x], said  # no raw key=value dumps
+
+
 def test_up_asks_before_a_disruptive_step_and_refuses_off_a_terminal(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -95,6 +113,7 @@ def test_up_asks_before_a_disruptive_step_and_refuses_off_a_terminal(
     assert code == 1
     refused = [e for e in lines if e["event"] == "refused"]
     assert refused and "not confirmed" in refused[0]["why"]
+    assert refused[0]["fix"] == "launch", refused  # the first launch, not a "relaunch"
     assert lines[-1]["event"] == "done" and lines[-1]["launches"] == 0
 
 

@@ -11,7 +11,7 @@ from spark_tui.cli import OpenTui
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "demo",
-        help="the TUI on a simulated DGX Spark cluster replaying a seed's story",
+        help="the TUI on a simulated DGX Spark cluster replaying a known bring-up story",
         description="Play a scenario on the built-in simulated cluster (no hardware needed).",
     )
     p.add_argument("scenario", nargs="?", help="scenario name (default: healthy); see --list")
@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int | OpenTui:
         width = max(len(n) for n in all_)
         for name, s in all_.items():
             launches = f"recipe {s.recipe}" if s.recipe else "a deployment already running"
-            print(f"{name:<{width}}  {s.description}  [seed {s.seed}; {launches}]")
+            print(f"{name:<{width}}  {s.description}  [{launches}]")
         return 0
     name = args.scenario or sc.DEFAULT
     sc.get(name)  # an unknown name is an InputError (exit 2) before any screen opens

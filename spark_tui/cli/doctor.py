@@ -17,7 +17,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="read-only preflight of every node (reachable, SSH, memory, fabric, leftovers, ports)",
         description="Check every node of cluster.yaml before a launch; changes nothing.",
     )
-    p.add_argument("--json", action="store_true", help="print one JSON object (docs/json.md)")
+    from spark_tui import paths
+
+    p.add_argument(
+        "--json", action="store_true", help=f"print one JSON object ({paths.doc('json.md')})"
+    )
     p.add_argument("--config", dest="sub_config", metavar="FILE", help="cluster.yaml to use")
 
 

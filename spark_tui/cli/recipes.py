@@ -18,6 +18,7 @@ from spark_tui.cli.options import config_of
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
+    from spark_tui import paths
     from spark_tui.cli.options import add_cluster_source
 
     p = sub.add_parser("recipes", help="launch recipes: list, show, render the exact commands")
@@ -85,7 +86,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="override for this estimate, e.g. serve.--gpu-memory-utilization=0.82",
     )
     fit.add_argument("--config", metavar="FILE", dest="sub_config", help="cluster.yaml")
-    fit.add_argument("--json", action="store_true", help="one JSON object (docs/json.md)")
+    fit.add_argument(
+        "--json", action="store_true", help=f"one JSON object ({paths.doc('json.md')})"
+    )
     cf = rs.add_parser(
         "check-flags",
         help="run the image's own --help on a node: flags its engine does not know, renamed ones",

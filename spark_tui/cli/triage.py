@@ -10,7 +10,11 @@ import sys
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("triage", help="diagnose log files against the knowledge base")
     p.add_argument("files", nargs="+", metavar="FILE", help="log files; '-' reads standard input")
-    p.add_argument("--json", action="store_true", help="print one JSON object (docs/json.md)")
+    from spark_tui import paths
+
+    p.add_argument(
+        "--json", action="store_true", help=f"print one JSON object ({paths.doc('json.md')})"
+    )
     p.add_argument(
         "--knowledge",
         metavar="DIR",

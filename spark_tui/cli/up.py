@@ -33,7 +33,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _human(event: dict) -> str:
+    """One line of text per event of the event language (the --json line, said in words)."""
     kind = event["event"]
+    where = f" on {event['node']}" if event.get("node") else ""
     if kind == "doctor":
         failed = "; ".join(
             f"{c['id']}{' on ' + c['node'] if c['node'] else ''}" for c in event["failed"]
@@ -41,25 +43,33 @@ def _human(event: dict) -> str:
         return f"doctor: {event['passed']} passed, {event['warnings']} warnings" + (
             f", failed: {failed}" if failed else ""
         )
-    if kind in ("diagnosis", "resolved"):
-        where = f" on {event['node']}" if event.get("node") else ""
-        if kind == "resolved":
-            return f"resolved: {event['wall']}{where} ({event['how']})"
+    if kind in ("resolved", "fixed"):
+        return f"{kind}: {event['wall']}{where} ({event['how']})"
+    if kind == "diagnosis":
         return f"{event['severity']}: {event['wall']}{where}: {event['evidence'][:160]}"
+    if kind in ("unreachable", "reachable"):
+        why = f" ({event['reason']})" if event.get("reason") else ""
+        return f"{event['node']}: {kind}{why}"
+    if kind == "recipe":
+        return f"recipe: {event['recipe']} (revision {event['revision']})"
+    if kind == "adopt":
+        return f"adopted the running deployment as recipe {event['recipe']}"
     if kind == "fix":
         extra = f" → recipe {event['recipe']} rev {event['revision']}" if "recipe" in event else ""
         return f"fix {event['fix']} for {event['wall']}: {'ok' if event['ok'] else 'FAILED'} — {event['summary']}{extra}"
-    if kind == "launch":
-        how = (
-            f"the first request answered at {event['tok_s']:.1f} tok/s"
-            if event["ok"] and event.get("tok_s")
-            else ("the first request answered" if event["ok"] else f"FAILED — {event['why']}")
-        )
-        return f"launch {event['launch']} of {event['recipe']}: {how}"
+    if kind == "launch":  # how it ended follows: serving (tok/s) or launch-failed (why)
+        return f"launch {event['launch']} of {event.get('recipe')}"
+    if kind == "launch-failed":
+        return f"launch {event['launch']}: FAILED — {event['why']}"
     if kind == "soak":
         return f"soak: {'every request answered' if event['ok'] else 'a request FAILED'}"
     if kind == "serving":
-        return "serving"
+        tok = event.get("tok_s")
+        return "serving" + (f": the first request answered at {tok:.1f} tok/s" if tok else "")
+    if kind == "refused":
+        return f"not run: {event['fix']} ({event['why']})"
+    if kind == "stuck":
+        return f"stopped here: {event['why']}"
     if kind == "done":
         state = "serving" if event["serving"] else "NOT serving"
         active = ", ".join(
@@ -69,7 +79,7 @@ def _human(event: dict) -> str:
         return f"done: {state}{tok}, {event['launches']} launch(es), recipe {event['recipe']}" + (
             f"; still active: {active}" if active else ""
         )
-    rest = ", ".join(f"{k}={v}" for k, v in event.items() if k != "event")
+    rest = ", ".join(f"{k}={v}" for k, v in event.items() if k not in ("event", "time"))
     return f"{kind}: {rest}"
 
 

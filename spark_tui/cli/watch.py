@@ -3,7 +3,8 @@ JSON lines while the nodes run, through the same session as the TUI. Each line i
 with an "event": `diagnosis` (`triage --json`'s entry plus "node", "time", "cause"),
 `resolved` (a wall that cleared, and how), `unreachable` / `reachable` (a node dropped or
 came back), `relaunch` (with --auto-relaunch). With --demo the scenario's recipe is launched
-first (as the TUI demo does). Runs until interrupted, or for --duration seconds."""
+first (as the TUI demo does). Runs until interrupted, or for --duration seconds (a demo:
+DEMO_DURATION_S unless --duration says otherwise; it says so when it stops)."""
 
 from __future__ import annotations
 
@@ -19,9 +20,12 @@ from spark_tui.event_lines import (
     LineEvent,
     NodeReach,
     RelaunchDecided,
+    WallFixed,
     WallResolved,
     dumps,
 )
+
+DEMO_DURATION_S = 20.0  # how long `watch --demo` runs when --duration does not say
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -29,7 +33,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="one JSON object per event")
     add_cluster_source(p, "watch a simulated scenario instead")
     p.add_argument("--period", type=float, metavar="S", help="seconds between rounds of a node")
-    p.add_argument("--duration", type=float, metavar="S", help="stop after S seconds")
+    p.add_argument(
+        "--duration",
+        type=float,
+        metavar="S",
+        help=f"stop after S seconds (default: until interrupted; with --demo, {DEMO_DURATION_S:g})",
+    )
     add_demo_options(p)
     p.add_argument(
         "--auto-relaunch",
@@ -88,9 +97,9 @@ class EventPrinter:
             if self.as_json:
                 self.write(said, "")
             print(text, file=sys.stderr)
-        elif isinstance(said, WallResolved):
+        elif isinstance(said, WallResolved | WallFixed):
             where = said.node or "cluster"
-            self.write(said, f"{'resolved':7} {where:10} {said.wall}: {said.how}")
+            self.write(said, f"{said.EVENT:7} {where:10} {said.wall}: {said.how}")
         elif isinstance(said, DiagnosisSeen):
             d = said.diagnosis
             where = d.node or "cluster"
@@ -132,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
                 if not args.json:
                     how = "served" if result.ok else f"failed: {result.message}"
                     print(f"spark-tui: {args.demo}: the launch {how}", file=sys.stderr)
-            duration = 20.0 if args.demo and args.duration is None else args.duration
+            duration = DEMO_DURATION_S if args.demo and args.duration is None else args.duration
             ran_out = _watch(session, driver, printer, stop, duration, args.auto_relaunch)
             if ran_out and args.duration is None:  # the demo's own limit: say it was reached
                 print(

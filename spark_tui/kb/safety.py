@@ -446,49 +446,17 @@ def check_fix(fix: Fix) -> list[Problem]:
             needed, needed_why = risk, f"action {i + 1} is a {action.type}"
         if action.type != "run" or not isinstance(action.params.get("command"), str):
             continue
-        command = action.params["command"]
-        eff = command_effects(_placeholders_as_words(command))
-        as_root = action_root(action)
-        if eff.sudo:
-            problems.append(
-                Problem(
-                    i,
-                    "command",
-                    "the command calls sudo itself: write it without sudo and set root: true "
-                    "(spark-tui runs it with sudo -n, which never asks for a password)",
-                )
+        as_root = bool(action.params.get("root", False))
+        checks = [(action.params["command"], as_root, "command", f"action {i + 1}")]
+        undo = action.params.get("undo")
+        if isinstance(undo, dict) and isinstance(undo.get("command"), str):
+            problems += _undo_problems(i, undo)
+            checks.append(
+                (undo["command"], bool(undo.get("root", as_root)), "undo", f"action {i + 1}'s undo")
             )
-        elif eff.root and not as_root:
-            problems.append(
-                Problem(
-                    i,
-                    "command",
-                    f"the command needs root ({', '.join(eff.root)}): set root: true "
-                    "on the action and on the fix",
-                )
-            )
-        if as_root and eff.shell:
-            problems.append(
-                Problem(
-                    i,
-                    "command",
-                    "a command run as root must be one program and its arguments (no ;, |, "
-                    ">, $(…), globs), so that a sudoers rule can allow exactly it and not a "
-                    "root shell: split it into actions (sysctl -w writes /proc/sys)",
-                )
-            )
-        if RISK_ORDER[eff.risk] > RISK_ORDER[needed]:
-            what = eff.risk_why
-            what = what if what.startswith(("writes ", "commands ")) else f"runs {what}"
-            needed, needed_why = eff.risk, f"action {i + 1} {what}"
-        if needed == "safe":  # safe only when every part of it is known to be read-only
-            why_not = read_only_problem(_placeholders_as_words(command))
-            if why_not is not None:
-                needed = "disruptive"
-                needed_why = (
-                    f"action {i + 1} is not known to be read-only ({why_not}); only commands "
-                    "known to read and never change anything are safe"
-                )
+        for command, root, key, what in checks:
+            problems += _command_problems(i, command, root, key)
+            needed, needed_why = _command_risk(command, what, needed, needed_why)
     if RISK_ORDER[needed] > RISK_ORDER.get(fix.risk, 0):
         problems.append(
             Problem(
@@ -508,3 +476,74 @@ def check_fix(fix: Fix) -> list[Problem]:
             )
         )
     return problems
+
+
+def _command_problems(i: int, command: str, as_root: bool, key: str) -> list[Problem]:
+    """A run command's (or its undo's) sudo and root against what it declares."""
+    problems: list[Problem] = []
+    eff = command_effects(_placeholders_as_words(command))
+    if eff.sudo:
+        problems.append(
+            Problem(
+                i,
+                key,
+                "the command calls sudo itself: write it without sudo and set root: true "
+                "(spark-tui runs it with sudo -n, which never asks for a password)",
+            )
+        )
+    elif eff.root and not as_root:
+        problems.append(
+            Problem(
+                i,
+                key,
+                f"the command needs root ({', '.join(eff.root)}): set root: true "
+                + ("on the undo" if key == "undo" else "on the action and on the fix"),
+            )
+        )
+    if as_root and eff.shell:
+        problems.append(
+            Problem(
+                i,
+                key,
+                "a command run as root must be one program and its arguments (no ;, |, "
+                ">, $(…), globs), so that a sudoers rule can allow exactly it and not a "
+                "root shell: split it into actions (sysctl -w writes /proc/sys)",
+            )
+        )
+    return problems
+
+
+def _command_risk(command: str, what: str, needed: str, needed_why: str) -> tuple[str, str]:
+    """The risk a fix needs once it runs this command (`what`: 'action N', its undo)."""
+    eff = command_effects(_placeholders_as_words(command))
+    if RISK_ORDER[eff.risk] > RISK_ORDER[needed]:
+        why = eff.risk_why
+        why = why if why.startswith(("writes ", "commands ")) else f"runs {why}"
+        needed, needed_why = eff.risk, f"{what} {why}"
+    if needed == "safe":  # safe only when every part of it is known to be read-only
+        why_not = read_only_problem(_placeholders_as_words(command))
+        if why_not is not None:
+            needed = "disruptive"
+            needed_why = (
+                f"{what} is not known to be read-only ({why_not}); only commands "
+                "known to read and never change anything are safe"
+            )
+    return needed, needed_why
+
+
+def _undo_problems(i: int, undo: dict) -> list[Problem]:
+    """An undo's `before` is a fact read on a node; its command fills only {before} and
+    the values the action's own command may use."""
+    from spark_tui.facts import NODE_FACTS
+
+    before = undo.get("before")
+    if before is not None and before not in NODE_FACTS:
+        return [
+            Problem(
+                i,
+                "undo",
+                f"undo: 'before' is {before!r}, not a node fact (a value read on each node, "
+                "e.g. net.fabric_mtu)",
+            )
+        ]
+    return []

@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from spark_tui import paths
 from spark_tui.clock import RealClock
 from spark_tui.errors import InputError, SparkTuiError
 from spark_tui.nodes import commands
@@ -424,8 +425,9 @@ def _yaml_text(text: str) -> str:
 
 
 # printed by `spark-tui discover` when no Spark answered: every field, commented out
-CLUSTER_YAML_TEMPLATE = """\
-# cluster.yaml: the nodes spark-tui watches and launches on (docs/cluster-yaml.md).
+CLUSTER_YAML_TEMPLATE = f"""\
+# cluster.yaml: the nodes spark-tui watches and launches on
+# (every field: {paths.doc("cluster-yaml.md")}).
 # Save it as ./cluster.yaml or ~/.config/spark-tui/cluster.yaml, then remove the '# '
 # in front of each line and fill in your nodes.
 #

@@ -215,7 +215,7 @@ def run_doctor(
         add(_fabric_link(n, s))
         add(_leftovers(n, s))
         add(_ports(n, s, ports or _ports_wanted(recipe_facts)))
-        add(_sudo(n, transports[n.name], kb))
+        add(_sudo(n, transports[n.name], kb, s.facts()))
         add(_host_kernel(n, transports[n.name], known_host_breakage()))
     add(_fabric_mtu(states))
     for n in cluster.workers:
@@ -522,13 +522,17 @@ def _ports(n: NodeConfig, s: NodeState, wanted: Mapping[int, str]) -> Check:
     return Check("ports", n.name, PASS, "free: " + ", ".join(str(p) for p in sorted(wanted)))
 
 
-def _sudo(n: NodeConfig, t: Transport, kb: list[Wall]) -> Check:
+def _sudo(
+    n: NodeConfig, t: Transport, kb: list[Wall], facts: Mapping[str, object] | None = None
+) -> Check:
     """Does sudo -n allow every command spark-tui runs as root on this node (asked with
-    `sudo -l`, nothing is run)? Else the sudoers rule that allows exactly them."""
+    `sudo -l`, nothing is run)? Else the sudoers rule that allows exactly them. An undo that
+    sets back a value read on the node (its MTU) is asked with the value it reads now."""
     from spark_tui.remedy.sudoers import root_commands, sudoers_hint
 
     values = n.placeholder_values()
-    wanted = [c for c in root_commands(kb, values) if not any(w.startswith("<") for w in c)]
+    now = {**values, **(facts or {})}
+    wanted = [c for c in root_commands(kb, now) if not any(w.startswith("<") for w in c)]
     r = _run(t, commands.sudo_check(wanted), timeout=20)
     if r is None:
         return Check("sudo", n.name, SKIP, "the node dropped")

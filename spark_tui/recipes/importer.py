@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from spark_tui import policy
+from spark_tui import paths, policy
 from spark_tui.errors import InputError
 from spark_tui.recipes.community import EUGR_URL, SPARKRUN_URL, parse_community
 from spark_tui.recipes.loader import parse_recipe_text
@@ -30,7 +30,7 @@ def imported_text(recipe: Recipe, source: Path) -> str:
         f"# Imported by `spark-tui recipes import` from a recipe in the format of {launcher}:",
         f"#   {escaped(str(source))}",
         "# status: untested until it served for you; then set `status: works` and name in",
-        "# `sources:` where it is reported working (recipes/SCHEMA.md).",
+        f"# `sources:` where it is reported working ({paths.builtin_recipes_dir() / 'SCHEMA.md'}).",
     ]
     if recipe.unmapped:
         lines.append(

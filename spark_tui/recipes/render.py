@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import replace
 
-from spark_tui import shell
+from spark_tui import paths, shell
 from spark_tui.errors import InputError
 from spark_tui.nodes.cluster import ClusterConfig, NodeConfig
 from spark_tui.recipes.model import ArgValue, Recipe, render_value
@@ -339,7 +339,8 @@ def render_plan(
         raise InputError(
             f"recipe {recipe.id!r} names no container image"
             + (f" ({recipe.image_note})" if recipe.image_note else "")
-            + "; pass --set image=NAME"
+            + f"; name one: `image: NAME` in a copy of it in {paths.user_recipes_dir()}/, "
+            f"or for one rendering 'spark-tui recipes render {recipe.id} --set image=NAME'"
         )
     stamp = stamp or stamp_now()
     nodes, warnings = _nodes_for(recipe, cluster)
@@ -582,7 +583,11 @@ def render_plan(
                     group=READY_GROUP,
                 )
             )
-    logs[head.name] = (*logs.get(head.name, ()), log_tail_command(recipe, follow=True))
+    # the head's serve log once: an mp head's own tail is already this command (read twice,
+    # each line of it was two diagnoses, `serve` and `serve2`)
+    logs[head.name] = tuple(
+        dict.fromkeys((*logs.get(head.name, ()), log_tail_command(recipe, follow=True)))
+    )
     together = size > 1
     steps.append(
         LaunchStep(

@@ -43,6 +43,7 @@ from spark_tui.remedy.actions.base import (
     PlannedCommand,
     RunContext,
     SessionHooks,
+    UndoDue,
     VerifyResult,
 )
 from spark_tui.remedy.journal import FixLock, Journal, JournalUnwritable
@@ -142,16 +143,19 @@ def plan_fix(
     wall: str = "",
     recipes: Mapping[str, Recipe] | None = None,
     containers: Mapping[str, str] | None = None,
+    facts: Mapping[str, Mapping[str, object]] | None = None,
 ) -> FixPlan:
     """Render each action for the real nodes. Patches chain: a relaunch after a
     patch-recipe in the same fix launches the patched recipe. `containers`: node -> the
-    serving container running there (what evidence reads when no recipe is in use)."""
+    serving container running there (what evidence reads when no recipe is in use);
+    `facts`: node -> its readings at hand (an undo's preview shows the value it would
+    set back; the run reads it again just before the change)."""
     stamp = stamp or stamp_now()
     current = recipe
     planned: list[PlannedAction] = []
     for i, action in enumerate(fix.actions):
         k = kind(action.type)
-        ctx = PlanContext(cluster, current, seen, stamp, fix.id, recipes, containers)
+        ctx = PlanContext(cluster, current, seen, stamp, fix.id, recipes, containers, facts)
         pa = k.plan(i, action, ctx)
         planned.append(pa)
         current = k.recipe_after(pa, ctx)
@@ -192,6 +196,10 @@ class FixResult:
     tok_s: float | None = None
     launched: Any = None  # the LaunchResult of a relaunch or restart-ray
     rebooted: set[str] = field(default_factory=set)
+    # changes to set back if the fix fails after them (remedy.undo), and how that went
+    undo_due: list[UndoDue] = field(default_factory=list)
+    undone: list[UndoDue] = field(default_factory=list)
+    undo_failed: list[tuple[UndoDue, str]] = field(default_factory=list)
 
     @property
     def verified(self) -> bool | None:
@@ -288,6 +296,7 @@ def run_fix(
             env.hooks,
             env.stop,
             env.matcher,
+            read_facts=_fact_reader(plan, env, verify_facts),
         )
         try:
             if _preflight(plan, ctx):
@@ -296,8 +305,15 @@ def run_fix(
                         break
             if result.ok:
                 _verify(plan, ctx, verify_facts)
+            if result.undo_due and (not result.ok or result.verified is False):
+                _set_back(ctx)
         except BaseException as exc:
             done = "; ".join(f"{n}: {', '.join(a)}" for n, a in result.done.items()) or "none"
+            back = [*reversed(result.undo_due), *(f[0] for f in result.undo_failed)]
+            if back:  # interrupted: nothing more runs, the way back is said
+                done += "; to set the nodes back: " + "; ".join(
+                    f"{d.node}: {d.command}" for d in back
+                )
             # a journal that failed mid-run fails again here: its own error says what ran
             with contextlib.suppress(JournalUnwritable):
                 env.journal.append(
@@ -307,6 +323,8 @@ def run_fix(
                     reason=type(exc).__name__,
                     done=result.done,
                     message=f"interrupted; finished so far: {done}",
+                    # changed and not set back: what would set each node back, by hand
+                    not_undone=[{"node": d.node, "command": d.command} for d in back],
                 )
             raise
         env.journal.append(
@@ -316,10 +334,47 @@ def run_fix(
             status="ok" if result.ok else "failed",
             verified=result.verified,
             message=result.summary(),
+            undone=[{"node": d.node, "command": d.command} for d in result.undone],
+            not_undone=[{"node": d.node, "command": d.command} for d, _ in result.undo_failed],
         )
         return result
     finally:
         lock.release()
+
+
+def _fact_reader(
+    plan: FixPlan, env: RunEnvironment, verify_facts: VerifyFacts | None
+) -> Callable[[str], Mapping[str, object]]:
+    """How an undo reads a node's value before a change: the session's fresh readings (the
+    verify step's), else one reading of the node here (the same sampler)."""
+    if verify_facts is not None:
+        return verify_facts
+
+    def sample_node(node: str) -> Mapping[str, object]:
+        from spark_tui.nodes.sampler import sample
+
+        return sample(env.transports[node], plan.cluster.node(node), env.clock).facts()
+
+    return sample_node
+
+
+def _set_back(ctx: RunContext) -> None:
+    """The fix failed after changes that say how to undo them: set each node back, and say
+    so in the result (a failed check becomes a failed fix: nothing it did is left)."""
+    from spark_tui.remedy.undo import said, set_back
+
+    result = ctx.result
+    why = result.message
+    if result.ok:  # its check failed
+        bad = [v for v in result.verify if not v.holds]
+        why = "; ".join(
+            f"{v.node + ': ' if v.node else ''}the check {v.condition} failed" for v in bad
+        )
+    set_back(ctx)
+    back = said(result.undone, result.undo_failed)
+    result.ok = False
+    result.message = f"{why}; {back}"
+    ctx.emit(ActionProgress("undo", None, None, "failed" if result.undo_failed else "ok", back))
 
 
 def _preflight(plan: FixPlan, ctx: RunContext) -> bool:

@@ -297,6 +297,9 @@ class UnfinishedRun:
     planned_nodes: tuple[str, ...]
     done: dict[str, list[str]] = field(default_factory=dict)  # node -> actions that ended ok
     cut: tuple[tuple[str, str], ...] = ()  # (node, command) started and never finished
+    # (node, command) what sets a node back as it was before a change of this run (its
+    # `undo-saved` records), not yet run to the end
+    set_back: tuple[tuple[str, str], ...] = ()
 
     def describe(self) -> str:
         got = ", ".join(f"{n} ({', '.join(a)})" for n, a in self.done.items()) or "no node"
@@ -311,6 +314,11 @@ class UnfinishedRun:
         missing = [n for n in self.planned_nodes if n not in touched]
         if missing:
             parts.append(f"not reached: {', '.join(missing)}")
+        if self.set_back:
+            parts.append(
+                "to set the nodes back as they were before it: "
+                + "; ".join(f"{n}: {c[:160]}" for n, c in reversed(self.set_back))
+            )
         return "; ".join(parts)
 
 
@@ -323,9 +331,16 @@ def unfinished(journal: Journal) -> list[UnfinishedRun]:
     open_cmds: dict[str, dict[str, tuple[str, str]]] = {}
     first_cmd: dict[str, dict[str, Any]] = {}  # the first `started` of each run
     ended: set[str] = set()
+    set_back: dict[str, list[tuple[str, str]]] = {}  # run -> undo commands not yet run
     for e in journal:
         run = str(e.get("run", ""))
         kind = e.get("event")
+        if kind == "undo-saved" and isinstance(e.get("undo"), str):
+            set_back.setdefault(run, []).append((str(e.get("node")), e["undo"]))
+        elif kind == "finished" and e.get("action") == "undo" and e.get("exit_code") == 0:
+            undone = (str(e.get("node")), str(e.get("command")))
+            if undone in set_back.get(run, []):
+                set_back[run].remove(undone)
         if kind in ("fix-start", "run-start"):
             starts[run] = e
         elif kind in ("fix-end", "fix-interrupted", "run-end"):
@@ -357,6 +372,7 @@ def unfinished(journal: Journal) -> list[UnfinishedRun]:
                 tuple(s.get("nodes") or ()),
                 done.get(run, {}),
                 tuple(open_cmds.get(run, {}).values()),
+                tuple(set_back.get(run, ())),
             )
         )
     return out

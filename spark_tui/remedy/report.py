@@ -101,7 +101,7 @@ def build_report(d: ReportData) -> str:
         )
         out.append(f"- model: `{r.model.id}`")
         if r.measured.tok_s:
-            out.append(f"- the seed measured {r.measured.tok_s:g} tok/s")
+            out.append(f"- its source measured {r.measured.tok_s:g} tok/s")
         out.append(f"- revision in use: {r.revision}")
         out.append("")
         if d.revisions:
@@ -163,6 +163,10 @@ _EVENT_TEXT = {
     "recipe-undo": lambda e: f"recipe {e.get('recipe')} back to revision {e.get('revision')}",
     "reboot-back": lambda e: f"back after the reboot (boot id {e.get('boot_id')})",
     "preflight": lambda e: f"not reachable before the change: {e.get('reason')}; nothing ran",
+    "undo-saved": lambda e: (
+        f"before the change: {e.get('fact') or 'undo'} = {e.get('value')}; "
+        f"set back if the fix fails with: {e.get('undo')}"
+    ),
 }
 
 

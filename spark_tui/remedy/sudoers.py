@@ -47,6 +47,8 @@ _PLACEHOLDER = re.compile(r"<([a-z_.]+)>")
 _VALUE_CLASSES = {
     "node.fabric_if": "[A-Za-z0-9_.:-]{1,15}",  # an interface name (as cluster.yaml allows)
     "node.fabric_ip": "[0-9A-Fa-f.:]{2,39}",
+    # a value read on the node before a change, which an undo sets back (remedy.undo)
+    "net.fabric_mtu": "[1-9][0-9]{2,3}",  # an MTU, 100-9999 (jumbo frames stop near 9216)
 }
 _ANY_VALUE = "[A-Za-z0-9_.:/@%+-]{1,255}"
 
@@ -63,12 +65,14 @@ def _argv(rendered: str) -> list[str] | None:
 
 def planned_commands(action: Action, values: Mapping[str, object] | None = None) -> list:
     """The commands one action runs on one node (PlannedCommand: command, root), planned
-    through the action registry as the engine plans it; a placeholder the node has no
-    value for stays `<name>`. [] for an action that needs a recipe or runs none."""
+    through the action registry as the engine plans it, then the undo's (what sets the node
+    back if the fix fails; the value read before the change stays `<FACT>`); a placeholder
+    the node has no value for stays `<name>`. [] for an action that needs a recipe or runs
+    none."""
     from spark_tui.errors import SparkTuiError
     from spark_tui.nodes.cluster import ClusterConfig, NodeConfig
     from spark_tui.remedy.actions import kind
-    from spark_tui.remedy.actions.base import PlanContext
+    from spark_tui.remedy.actions.base import PlanContext, PlannedCommand
 
     values = values or {}
     node = NodeConfig(
@@ -83,7 +87,19 @@ def planned_commands(action: Action, values: Mapping[str, object] | None = None)
         planned = kind(action.type).plan(0, action, ctx)
     except (SparkTuiError, KeyError, ValueError, TypeError, AttributeError):
         return []  # a relaunch, a recipe patch: no command of its own without a recipe
-    return list(planned.commands)
+    # the value an undo restores stands as its fact (`<net.fabric_mtu>`): one word of the
+    # characters that fact's values have
+    # (with the fact in `values` — the doctor's reading of the node — the command as it
+    # would run there now)
+    undo = [
+        PlannedCommand(u.node, u.command(_before(u.before, values)), u.root) for u in planned.undo
+    ]
+    return [*planned.commands, *undo]
+
+
+def _before(fact: str | None, values: Mapping[str, object]) -> object:
+    value = values.get(fact) if fact else None
+    return value if value is not None and not isinstance(value, bool) else f"<{fact or 'before'}>"
 
 
 def root_commands(

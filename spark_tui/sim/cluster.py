@@ -145,8 +145,8 @@ def _set_node_state(n: SimNode, state: dict[str, Any]) -> None:
             if value:
                 n.files[DRM_OVERRIDE] = DRM_OVERRIDE_TEXT
                 n.drm_active = True
-        elif key == "fabric_mtu":
-            n.fabric_mtu = int(value)
+        elif key in ("fabric_mtu", "switch_port_mtu"):
+            setattr(n, key, int(value))
         elif key == "kernel":
             n.kernel = str(value)
         else:

@@ -78,6 +78,9 @@ class SimNode:
     mgmt_if: str = "enP7s7"
     mgmt_ip: str = ""
     fabric_mtu: int = 9000
+    # the MTU of the switch port the fabric interface is cabled to: a frame larger than the
+    # sender's or the receiver's port takes is dropped on the way (no node is told)
+    switch_port_mtu: int = 9000
     services_gib: float = 0.0  # other services holding memory (ASR, TTS, … a Spark write-up)
     page_cache_gib: float = 0.0  # what the page cache would hold with no pressure
     leaked_gib: float = 0.0  # held by the driver after a hard-killed container

@@ -20,6 +20,7 @@ NODE_KEYS = {
     "drm_override",
     "swap_used_gib",
     "fabric_mtu",
+    "switch_port_mtu",
     "kernel",
 }
 FAULT_KEYS = {"wedge_after_s", "nccl_builds", "corrupt_shard"}

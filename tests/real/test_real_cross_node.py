@@ -191,7 +191,8 @@ def test_mtu_9000_is_checked_with_a_large_ping_across_the_fabric(
     """fabric-slow's fabric-mtu-9000 on the real nodes: with the bridge (the switch) taking
     9000 it sets 9000 and each node's 9000-byte ping to its peer gets through; with one side
     of the path left at 1500 (spark2's port on the bridge) the ping fails and the fix stops,
-    failed, naming the node, instead of leaving a node cut off for large packets unsaid."""
+    failed, naming the node, and sets every node back to the MTU it had before (each its
+    own: spark1 1500, spark2 1480), so no node is left cut off for large packets."""
     c = job_cluster
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     ports = [f"{VETH_PREFIX}{n}" for n in c.nodes]
@@ -214,14 +215,21 @@ def test_mtu_9000_is_checked_with_a_large_ping_across_the_fabric(
         assert _mtus(c) == {"spark1": 9000, "spark2": 9000}
         assert "ping -M do -s 8972 -c 1 -W 3" in res.stdout, res.stdout
 
-        # the nodes back at 1500, spark2's port on the bridge left at 1500
-        for node in c.nodes:
-            c.exec(node, f"ip link set dev {FABRIC_IF} mtu 1500")
+        # the nodes back below 9000, each at its own MTU; spark2's port on the bridge at 1500
+        previous = {"spark1": 1500, "spark2": 1480}
+        for node, mtu in previous.items():
+            c.exec(node, f"ip link set dev {FABRIC_IF} mtu {mtu}")
         host("dev", ports[1], "mtu", "1500")
         res = spark_tui(*fix, "--config", str(c.config), timeout=300)
         out = res.stdout + res.stderr
         assert res.returncode != 0, out
         assert "100% packet loss" in out and "spark1" in out, out
+        # the preview said what would set each node back; the result says it was done
+        assert f"ip link set dev {FABRIC_IF} mtu <net.fabric_mtu before>" in res.stdout or (
+            f"ip link set dev {FABRIC_IF} mtu 1480" in res.stdout
+        ), res.stdout
+        assert _mtus(c) == previous, out
+        assert "spark1 set back to MTU 1500" in out and "spark2 set back to MTU 1480" in out, out
     finally:
         for node, mtu in nodes_before.items():
             c.exec(node, f"ip link set dev {FABRIC_IF} mtu {mtu}", check=False)

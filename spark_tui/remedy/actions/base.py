@@ -49,6 +49,64 @@ class PlannedCommand:
     root: bool = False
 
 
+BEFORE_MARK = "SPARKTUIBEFORE"  # where {before} stands in a preview with no reading yet
+
+
+@dataclass(frozen=True)
+class PlannedUndo:
+    """How one node is set back if a later step or the fix's check fails: `template` (the
+    undo's command, its node values filled at plan time, `{before}` filled at run time with
+    the fact `before` read on the node just before the change), as root or not; `now`: that
+    fact in the readings the plan was made from (the preview shows it; the run reads again)."""
+
+    node: str
+    template: str
+    root: bool
+    before: str | None = None
+    restores: str = ""  # in words, `{before}` filled: e.g. "MTU {before}"
+    now: object = None
+
+    def command(self, value: object) -> str:
+        """The exact command, `value` the fact as read before the change."""
+        from spark_tui import shell
+
+        filled = shell.fill(self.template, {"before": value}) if self.before else self.template
+        return shell.as_root(filled) if self.root else filled
+
+    def preview_command(self) -> str:
+        """The command as the preview shows it: with the value read now, else a mark."""
+        if self.before is None:
+            return self.command(None)
+        if self.now is not None:
+            return self.command(self.now)
+        return self.command(BEFORE_MARK).replace(BEFORE_MARK, f"<{self.before} before>")
+
+    def says(self, value: object) -> str:
+        """What setting it back did, in words: 'set back to MTU 1500', else the command."""
+        if self.restores:
+            return "set back to " + self.restores.replace("{before}", str(value))
+        if self.before is not None:
+            return f"set back to {self.before} {value}"
+        return f"set back ({self.command(value)})"
+
+
+@dataclass(frozen=True)
+class UndoDue:
+    """A change made on a node that is set back if the fix fails after it."""
+
+    action: int  # the index of the action that made it
+    undo: PlannedUndo
+    value: object  # the fact as read just before the change (None: the undo reads none)
+
+    @property
+    def node(self) -> str:
+        return self.undo.node
+
+    @property
+    def command(self) -> str:
+        return self.undo.command(self.value)
+
+
 @dataclass(frozen=True)
 class PlannedAction:
     """One action of a fix, rendered for the cluster (what the preview shows is what runs)."""
@@ -63,6 +121,7 @@ class PlannedAction:
     switch_to: str | None = None
     launch: LaunchPlan | None = None  # relaunch, restart-ray: the steps it runs
     items: tuple[str, ...] = ()  # collect-evidence
+    undo: tuple[PlannedUndo, ...] = ()  # run with `undo:`: per node, how it is set back
 
     @property
     def kind(self) -> ActionKind:
@@ -98,6 +157,8 @@ class PlanContext:
     recipes: Mapping[str, Recipe] | None = None
     # node -> the serving container running there (an attached deployment, no recipe)
     containers: Mapping[str, str] | None = None
+    # node -> its facts in the readings at hand (what an undo's preview shows as `before`)
+    facts: Mapping[str, Mapping[str, object]] | None = None
 
 
 @dataclass(frozen=True)
@@ -169,6 +230,8 @@ class RunContext:
     hooks: SessionHooks = field(default_factory=NoHooks)
     stop: threading.Event | None = None  # set when spark-tui is closing: waits end early
     matcher: Matcher | None = None  # the session's: a launch's wait ends on its error walls
+    # a node's readings taken now (an undo's `before`, read just before the change)
+    read_facts: Callable[[str], Mapping[str, object]] | None = None
 
     def fail(self, node: str | None, message: str, step: str) -> bool:
         r = self.result

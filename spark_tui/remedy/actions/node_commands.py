@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -14,10 +16,12 @@ from spark_tui.nodes.cluster import NodeConfig
 from spark_tui.nodes.transport import NodeUnreachable, Transport
 from spark_tui.recipes.render import stop_leftovers_command
 from spark_tui.remedy.actions.base import (
+    BEFORE_MARK,
     ActionKind,
     PlanContext,
     PlannedAction,
     PlannedCommand,
+    PlannedUndo,
     RunContext,
     VerifyResult,
 )
@@ -51,13 +55,21 @@ class _PerNode(ActionKind):
         return PlannedAction(index, self.name, tuple(cmds), items=items)
 
     def run(self, planned: PlannedAction, ctx: RunContext) -> bool:
+        from spark_tui.remedy.undo import CannotUndo, before_change
+
         for cmd in planned.commands:
+            try:
+                due = before_change(planned, cmd, ctx)
+            except CannotUndo as exc:
+                return ctx.fail(cmd.node, str(exc), self.name)
             res = ctx.run_command(cmd, self.name)
             if res is None:
                 return ctx.fail(cmd.node, f"{self.name} on {cmd.node}: connection lost", self.name)
             if not res.ok:
                 why = ctx.failure_text(res)
                 return ctx.fail(cmd.node, f"{self.name} failed on {cmd.node}: {why}", self.name)
+            if due is not None:
+                ctx.result.undo_due.append(due)
             ctx.result.did(cmd.node, self.name)
             ctx.emit(ActionProgress(self.name, cmd.node, cmd.command, "ok"))
         return True
@@ -78,24 +90,98 @@ class RunCommand(_PerNode):
             command = shell.fill(template, values)
         return shell.as_root(command) if params.get("root") else command
 
+    @staticmethod
+    def undo_params(params: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The undo as a run's own parameters (command, root: the action's unless it says)."""
+        undo = params.get("undo")
+        if not isinstance(undo, Mapping):
+            return None
+        return {"command": undo["command"], "root": bool(undo.get("root", params.get("root")))}
+
     def generic_lines(self, params: Mapping[str, Any]) -> list[str]:
-        return [self.render(params, None)]
+        lines = [self.render(params, None)]
+        undo = self.undo_params(params)
+        if undo is not None:
+            before = params["undo"].get("before")
+            line = self.render(undo, None).replace("<before>", f"<{before} before>")
+            lines.append(f"# if a later step or the check fails: {line}")
+        return lines
+
+    def _values(self, node: NodeConfig, ctx: PlanContext) -> dict[str, object]:
+        values = node_values(ctx.cluster, node)
+        if ctx.recipe is not None:
+            values.update(ctx.recipe.placeholder_values())
+        return values
+
+    def _render(
+        self, params: Mapping[str, Any], values: Mapping[str, object], node: str, ctx: PlanContext
+    ) -> str:
+        try:
+            return self.render(params, values)
+        except KeyError as exc:
+            where = "the recipe in use" if str(exc.args[0]).startswith("model.") else "cluster.yaml"
+            raise InputError(
+                f"fix {ctx.fix_id}: {node} has no value for {{{exc.args[0]}}} (set it in {where})"
+            ) from None
 
     def commands_for(
         self, action: Action, node: NodeConfig, ctx: PlanContext
     ) -> list[PlannedCommand]:
-        values = node_values(ctx.cluster, node)
-        if ctx.recipe is not None:
-            values.update(ctx.recipe.placeholder_values())
-        try:
-            line = self.render(action.params, values)
-        except KeyError as exc:
-            where = "the recipe in use" if str(exc.args[0]).startswith("model.") else "cluster.yaml"
-            raise InputError(
-                f"fix {ctx.fix_id}: {node.name} has no value for {{{exc.args[0]}}} "
-                f"(set it in {where})"
-            ) from None
+        line = self._render(action.params, self._values(node, ctx), node.name, ctx)
         return [PlannedCommand(node.name, line, bool(action.params.get("root")))]
+
+    def plan(self, index: int, action: Action, ctx: PlanContext) -> PlannedAction:
+        planned = super().plan(index, action, ctx)
+        undo = self.undo_params(action.params)
+        if undo is None:
+            return planned
+        spec = action.params["undo"]
+        before = spec.get("before")
+        undos = []
+        for node in ctx.cluster.select(action.on, ctx.seen):
+            values = self._values(node, ctx)
+            # every placeholder but {before} filled now: one the node lacks fails the plan
+            self._render(undo, {**values, "before": BEFORE_MARK}, node.name, ctx)
+            template = _fill_all_but_before(str(undo["command"]), values)
+            now = (ctx.facts or {}).get(node.name, {}).get(before) if before else None
+            undos.append(
+                PlannedUndo(
+                    node.name,
+                    template,
+                    bool(undo["root"]),
+                    before,
+                    str(spec.get("restores") or ""),
+                    now,
+                )
+            )
+        return dataclasses.replace(planned, undo=tuple(undos))
+
+    def preview_lines(self, planned: PlannedAction) -> list[str]:
+        """The commands, then (commented: never run as a script) what sets each node back
+        if a later step or the fix's check fails, with the value read now where known."""
+        lines = super().preview_lines(planned)
+        if not planned.undo:
+            return lines
+        before = planned.undo[0].before
+        how = ""
+        if before is not None:
+            now = [f"{u.node} {u.now}" for u in planned.undo if u.now is not None]
+            how = f" to its {before} as read on it just before this step" + (
+                f" (now: {', '.join(now)})" if now else ""
+            )
+        lines.append(f"# if a later step or the check fails, each node is set back{how}:")
+        lines += [f"#   on {u.node}: {u.preview_command()}" for u in planned.undo]
+        return lines
+
+
+def _fill_all_but_before(template: str, values: Mapping[str, object]) -> str:
+    """An undo's command with every placeholder filled (quoted) but {before}: that one is
+    read on the node just before the change."""
+
+    def sub(m: re.Match[str]) -> str:
+        return m.group(0) if m.group(1) == "before" else shell.quote(values[m.group(1)])
+
+    return shell._PLACEHOLDER.sub(sub, template)
 
 
 class Reboot(_PerNode):

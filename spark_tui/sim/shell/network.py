@@ -160,7 +160,8 @@ def _ping(argv: list[str], ctx: Ctx, stdin: str) -> Out:
             f"PING {host} ({host}) 56(84) bytes of data.\n\n--- {host} ping statistics ---\n1 packets transmitted, 0 received, 100% packet loss, time 0ms\n\n",
         )
     # `-M do -s N`: a packet of N + 28 bytes that may not be fragmented (iputils' wording): too
-    # big for this node's fabric MTU it is refused here, too big for the peer's it is lost
+    # big for this node's fabric MTU it is refused here, too big for the peer's (or for a
+    # switch port on the way) it is lost
     size = int(argv[argv.index("-s") + 1]) if "-s" in argv[:-1] else 56
     if "-M" in argv[:-1] and argv[argv.index("-M") + 1] == "do" and size + 28 > 1500:
         head = f"PING {host} ({host}) {size}({size + 28}) bytes of data.\n\n--- {host} ping statistics ---\n"
@@ -171,7 +172,7 @@ def _ping(argv: list[str], ctx: Ctx, stdin: str) -> Out:
                 + "1 packets transmitted, 0 received, +1 errors, 100% packet loss, time 0ms\n\n",
                 f"ping: local error: message too long, mtu={ctx.node.fabric_mtu}\n",
             )
-        if size + 28 > node.fabric_mtu:
+        if size + 28 > min(node.fabric_mtu, ctx.node.switch_port_mtu, node.switch_port_mtu):
             return Out(
                 1, head + "1 packets transmitted, 0 received, 100% packet loss, time 0ms\n\n"
             )
