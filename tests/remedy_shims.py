@@ -1,10 +1,11 @@
 """Shim tools for running launch plans and fixes for real through LocalTransport.
 
-A temp bin dir holds `docker`, `ray`, `vllm`, `sudo`, `curl` and `cat` scripts
+A temp bin dir holds `docker`, `ray`, `vllm`, `sudo`, `curl`, `cat` and `tail` scripts
 that record every call (node, argv) to calls.log and behave just enough like
 the real tools: `docker run` registers a Ray member, `docker exec` runs its
 command on this machine (so `sh -c` payloads are parsed by a real shell),
-`ray status` counts the members' GPUs, `vllm` writes a startup log, `sudo -n`
+`ray status` counts the members' GPUs, `vllm` writes a startup log (and each other Ray
+member's worker log, which `tail` reads from that node's state dir), `sudo -n`
 refuses when SUDO_NEEDS_PASSWORD is set, fakes drop_caches and reboot (a new
 boot id) and runs anything else (mv), `curl` answers a chat completion.
 
@@ -76,7 +77,23 @@ if [ -f "$SHIM_SHARED/crash" ]; then
   exit 1
 fi
 echo "INFO Loading safetensors checkpoint shards: 100% Completed | 2/2 [00:02<00:00]"
+# each Ray worker on another node logs its own load in Ray's worker log on that node
+while read -r member _name; do
+  [ "$member" = "$NODE" ] && continue
+  mkdir -p "$SHIM_SHARED/../nodes/$member/ray-logs"
+  echo "INFO Loading weights took 1.00 seconds" >> "$SHIM_SHARED/../nodes/$member/ray-logs/worker-1.out"
+done < "$SHIM_SHARED/ray-members" 2>/dev/null
 echo "INFO:     Application startup complete."
+""",
+    "tail": r"""
+# Ray's worker logs (/tmp/ray/session_latest/logs) are the node's own: kept in its state dir
+set -- $(for a in "$@"; do
+  case "$a" in
+    /tmp/ray/session_latest/logs/*) ls "$NODE_STATE"/ray-logs/*.out 2>/dev/null || echo "$a" ;;
+    *) printf '%s\n' "$a" ;;
+  esac
+done)
+exec /usr/bin/tail "$@"
 """,
     "sudo": r"""
 printf '%s\t%s\n' "$NODE" "sudo $*" >> "$SHIM_LOG"

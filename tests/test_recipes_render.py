@@ -35,10 +35,12 @@ def test_plan_order_and_what_each_step_waits_for() -> None:
         ("ray-worker", "spark2"),
         ("wait-ray", "spark1"),
         ("serve", "spark1"),
+        ("wait-node-ready", "spark2"),
         ("wait-ready", "spark1"),
         ("smoke", "spark1"),
     ]
     by = {s.id: s for s in p.steps}
+    assert by["wait-node-ready"].group == by["wait-ready"].group == "ready"
     assert by["wait-ray"].kind == "wait-ray" and by["wait-ray"].gpus == 2
     assert by["wait-ray"].command == "docker exec ray-head ray status"
     assert by["wait-ready"].expect == "Application startup complete"

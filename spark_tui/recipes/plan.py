@@ -34,7 +34,7 @@ def ray_gpus(status_output: str) -> float | None:
 class LaunchStep:
     """One step on one node: its exact command and what it waits for."""
 
-    id: str  # stop-leftovers | drop-caches | ray-head | ray-worker | wait-ray | serve | wait-join | wait-ready | smoke
+    id: str  # stop-leftovers | drop-caches | ray-head | ray-worker | wait-ray | serve | wait-join | wait-node-ready | wait-ready | smoke
     phase: str  # preflight | ray | launch | smoke (the bring-up's stages)
     node: str
     title: str
@@ -47,6 +47,10 @@ class LaunchStep:
     may_fail: bool = False  # a failure is reported but does not stop the plan
     log_sources: tuple[str, ...] = ()  # commands whose output the monitor follows
     source: str = ""  # copy: the directory on this machine sent to the command's stdin
+    # wait-line: consecutive steps with the same group are waited for together (every node's
+    # own ready evidence, each until its own timeout): the first that fails — its container
+    # stopped, a fatal line in its log — ends them all at once, naming its node
+    group: str = ""
 
     def paste_lines(self) -> list[str]:
         """The step as shell text a person can paste (waits become `until` loops)."""
@@ -58,8 +62,13 @@ class LaunchStep:
                 f"until {self.command} 2>/dev/null | grep -Eq {want}; do sleep {self.interval_s:g}; done",
             ]
         if self.kind == "wait-line":
+            together = (
+                f"; waited for with every node's {self.group} wait: one that fails ends them all"
+                if self.group
+                else ""
+            )
             return [
-                f"{head} (timeout {self.timeout_s:g} s)",
+                f"{head} (timeout {self.timeout_s:g} s{together})",
                 f"until {self.command} 2>/dev/null | grep -qF -- {shell.quote(self.expect)}; "
                 f"do sleep {self.interval_s:g}; done",
             ]
@@ -85,6 +94,7 @@ class LaunchStep:
             "gpus": self.gpus,
             "may_fail": self.may_fail,
             "log_sources": list(self.log_sources),
+            "group": self.group,
             **({"source": self.source} if self.source else {}),
         }
 

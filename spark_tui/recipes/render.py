@@ -185,6 +185,38 @@ def join_line(recipe: Recipe, rank: int, size: int) -> str:
     return "Init torch distributed ends"
 
 
+def node_ready_line(recipe: Recipe, size: int) -> str:
+    """The line a follower (node rank > 0, mp executor) prints in its own log once its own
+    share of the engine is up: the launch waits for it on that node, together with the head's
+    ready line (a follower serves no API of its own, except one engine per node).
+
+    vLLM, a group across the nodes (the follower runs `--headless`: vllm/entrypoints/cli/
+    serve.py, run_headless, starts a MultiprocExecutor whose workers load the model before
+    they report ready): "Loading weights took N seconds" — DefaultModelLoader.load_weights
+    (vllm/model_executor/model_loader/default_loader.py; the loader of the safetensors,
+    fastsafetensors and instanttensor formats), logged once per node by its first local rank.
+    vLLM, one engine per node (replicas): that node's own ready line (its own API server).
+    SGLang, node rank >= 1 (srt/entrypoints/engine.py, _launch_subprocesses): once every
+    scheduler of the node reported ready, it starts the dummy health server and logs
+    "Dummy health check server started in background thread at H:P" (srt/utils/common.py,
+    launch_dummy_health_check_server; "Starting dummy health check server at H:P" in earlier
+    releases): the words both share.
+    """
+    if recipe.engine == "vllm":
+        if (recipe.tp or 1) * (recipe.pp or 1) < size:
+            return recipe.serve.ready_line
+        return "Loading weights took"
+    return "health check server"
+
+
+READY_GROUP = "ready"  # every node's own ready wait, waited for together
+JOIN_GROUP = "join"  # every node's join wait, waited for together
+# Ray keeps every worker's stdout and stderr in its session's log directory on the worker's own
+# node ("worker-[worker_id]-[job_id]-[pid].out"; /tmp/ray/session_latest links the newest
+# session: Ray's "Configuring Logging" guide): a vLLM worker on a Ray node logs there
+RAY_WORKER_LOGS = "/tmp/ray/session_latest/logs/worker-*.out"
+
+
 MODS_MOUNT = "/workspace/spark-tui-mods"  # the node's copy of the recipe's mods, read-only
 MODS_DIR = "/workspace/mods"  # where eugr's launch-cluster.sh puts a mod in the container
 
@@ -455,6 +487,26 @@ def render_plan(
                 log_sources=(log_tail_command(recipe, follow=True),),
             )
         )
+        # every Ray node's own worker: its weights loaded, in Ray's worker logs on that node
+        for n in nodes[1:] if recipe.engine == "vllm" else ():
+            name = container[n.name]
+            steps.append(
+                LaunchStep(
+                    "wait-node-ready",
+                    "launch",
+                    n.name,
+                    f"wait for {n.name}'s own Ray worker to load its weights "
+                    f"('Loading weights took' in Ray's worker logs in {name})",
+                    "wait-line",
+                    shell.join(
+                        ["docker", "exec", name, "sh", "-c", f"tail -q -n 200 {RAY_WORKER_LOGS}"]
+                    ),
+                    timeout_s=recipe.serve.startup_timeout_s,
+                    interval_s=10,
+                    expect="Loading weights took",
+                    group=READY_GROUP,
+                )
+            )
     else:  # mp: the engine's own multi-node launch, one container per node
         for n in nodes:
             v = vals[n.name]
@@ -505,6 +557,30 @@ def render_plan(
                             ["docker", "exec", name, "tail", "-n", "200", "-F", recipe.serve.log]
                         ),
                     ),
+                    group=JOIN_GROUP,
+                )
+            )
+        # every follower's own ready evidence, waited for together with the head's ready line
+        for n in nodes[1:]:
+            name = container[n.name]
+            line = node_ready_line(recipe, size)
+            steps.append(
+                LaunchStep(
+                    "wait-node-ready",
+                    "launch",
+                    n.name,
+                    f"wait for {n.name}'s own engine to be up ({line!r} in {name}'s log)",
+                    "wait-line",
+                    shell.join(["docker", "exec", name, "tail", "-n", "200", recipe.serve.log]),
+                    timeout_s=recipe.serve.startup_timeout_s,
+                    interval_s=10,
+                    expect=line,
+                    log_sources=(
+                        shell.join(
+                            ["docker", "exec", name, "tail", "-n", "200", "-F", recipe.serve.log]
+                        ),
+                    ),
+                    group=READY_GROUP,
                 )
             )
     # the head's serve log once: an mp head's own tail is already this command (read twice,
@@ -512,6 +588,7 @@ def render_plan(
     logs[head.name] = tuple(
         dict.fromkeys((*logs.get(head.name, ()), log_tail_command(recipe, follow=True)))
     )
+    together = size > 1
     steps.append(
         LaunchStep(
             "wait-ready",
@@ -524,6 +601,7 @@ def render_plan(
             interval_s=10,
             expect=recipe.serve.ready_line,
             log_sources=(log_tail_command(recipe, follow=True),),
+            group=READY_GROUP if together else "",
         )
     )
     steps.append(

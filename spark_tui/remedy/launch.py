@@ -2,7 +2,9 @@
 
 `LaunchRunner.run_step` runs one step (a command, a wait for Ray's GPUs, a wait
 for the startup line, the smoke request) and reports progress as
-ActionProgress through `emit`; with a journal, every command has its `started`
+ActionProgress through `emit`; `run_steps` waits for consecutive wait-line steps of one
+group (every node's own ready evidence) together: one loop polls each node, and the first
+node whose container stopped or whose log shows a fatal line ends the wait at once, named; with a journal, every command has its `started`
 record before it runs and its `finished` record after. A relaunch is the
 `relaunch` action of spark_tui.remedy.actions (previewed, confirmed, journaled).
 After a crash nothing restarts blindly: `AutoRelaunchGuard` allows one automatic
@@ -14,7 +16,8 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,6 +52,8 @@ _PROGRESS = re.compile(
     r"|Uvicorn running on[^\r\n]*)"
 )
 _GONE = ("No such container", "is not running")
+# how a wait fails when its node says nothing of why (its container stopped, no answer)
+_BARE = ("the container stopped", "unreachable")
 # between two polls of a wait, a look this often (clock seconds) at what needs no node: the
 # monitor saw the line waited for, an error wall ended the launch, spark-tui is closing
 LOOK_S = 0.5
@@ -80,6 +85,7 @@ class StepResult:
     output_tail: str = ""
     tok_s: float | None = None
     polls: int = 0
+    cause: bool = True  # False: a wait of a group ended because another node's wait failed
 
 
 @dataclass
@@ -241,50 +247,156 @@ class LaunchRunner:
         return False, progress[-1].strip() if progress else "waiting for the startup line"
 
     def _wait(self, step: LaunchStep, check) -> StepResult:
-        """Poll until the check says done; one pair of journal records for the whole wait
-        (its polls are read-only)."""
-        if self.journal is None:
-            return self._poll(step, check)
-        with self.journal.command(
-            self.run_id, self.context, step.node, step.id, step.command
-        ) as rec:
-            out = self._poll(step, check)
-            rec.finish(0 if out.ok else 1, out.detail, polls=out.polls)
-        return out
+        """Poll until the check says done (a group of one)."""
+        return self._wait_group([step], {step.id: check})[0]
 
-    def _poll(self, step: LaunchStep, check) -> StepResult:
-        deadline = self.clock.now() + step.timeout_s
-        last_detail = ""
-        polls = 0
-        seen = self.seen(step.node, step.expect) if self.seen and step.expect else None
-        while True:
-            if seen is not None:
-                seen.clear()  # a line from now on wakes the next pause
+    def run_group(self, steps: Sequence[LaunchStep]) -> list[StepResult]:
+        """Wait-line steps of one group, waited for together (run_steps calls it)."""
+        for step in steps:
+            self.emit(ActionProgress(step.id, step.node, step.command, "running", step.title))
+        outs = self._wait_group(list(steps), {s.id: self._line_check for s in steps})
+        for out in outs:
+            status = "ok" if out.ok else "failed"
+            self.emit(
+                ActionProgress(out.step.id, out.step.node, out.step.command, status, out.detail)
+            )
+        return outs
+
+    def _wait_group(
+        self, steps: list[LaunchStep], checks: Mapping[str, Callable]
+    ) -> list[StepResult]:
+        """Poll until every check says done; one pair of journal records per wait for the
+        whole wait (its polls are read-only)."""
+        if self.journal is None:
+            return self._poll_group(steps, checks)
+        with ExitStack() as stack:
+            recs = [
+                stack.enter_context(
+                    self.journal.command(self.run_id, self.context, s.node, s.id, s.command)
+                )
+                for s in steps
+            ]
+            outs = self._poll_group(steps, checks)
+            for rec, out in zip(recs, outs, strict=True):
+                rec.finish(0 if out.ok else 1, out.detail, polls=out.polls)
+        return outs
+
+    def _poll_once(
+        self, step: LaunchStep, check: Callable
+    ) -> tuple[bool | None, str, CommandResult | None]:
+        """One poll of one wait: (done, detail, result); None: it failed for good."""
+        try:
             res = self._run(step, step.command, min(60.0, step.timeout_s), log=False)
-            polls += 1
-            done, detail = check(step, res)
-            if not done and done is not None and self.abort is not None:
+        except NodeUnreachable as exc:
+            return None, f"unreachable: {exc.reason}", None
+        done, detail = check(step, res)
+        return done, detail, res
+
+    def _poll_group(
+        self, steps: list[LaunchStep], checks: Mapping[str, Callable]
+    ) -> list[StepResult]:
+        """Every wait of the group polled in turn until all are done. A wait already done is
+        polled again while the others go on: its node may still die (a stopped container, a
+        fatal line in its log). The first that fails for good — or runs out of time — ends
+        every wait at once (the others: 'stopped waiting: NODE …')."""
+        start = self.clock.now()
+        deadline = {s.id + "@" + s.node: start + s.timeout_s for s in steps}
+        key = [s.id + "@" + s.node for s in steps]
+        done = [False] * len(steps)
+        polls = [0] * len(steps)
+        detail = [""] * len(steps)
+        shown = [""] * len(steps)
+        last: list[CommandResult | None] = [None] * len(steps)
+        seens = [self.seen(s.node, s.expect) if self.seen and s.expect else None for s in steps]
+        interval = min(s.interval_s for s in steps)
+
+        def result(i: int, ok: bool, why: str, cause: bool = True) -> StepResult:
+            res = last[i]
+            return StepResult(
+                steps[i],
+                ok,
+                why,
+                res.exit_code if res is not None else None,
+                res.tail() if res is not None else "",
+                polls=polls[i],
+                cause=cause,
+            )
+
+        def ended_by(i: int, why: str) -> list[StepResult]:
+            """Wait i failed for good: it ends every other one."""
+            node = steps[i].node
+            return [
+                result(i, False, why)
+                if j == i
+                else result(
+                    j,
+                    done[j],
+                    detail[j] if done[j] else f"stopped waiting: {node} failed ({steps[i].title})",
+                    cause=False,
+                )
+                for j in range(len(steps))
+            ]
+
+        while True:
+            for ev in seens:
+                if ev is not None:
+                    ev.clear()  # a line from now on wakes the next pause
+            failed: list[tuple[int, str]] = []
+            for i, step in enumerate(steps):
+                ok, why, res = self._poll_once(step, checks[step.id])
+                polls[i] += 1
+                if res is not None:
+                    last[i] = res
+                if ok is None:
+                    failed.append((i, why))
+                elif ok and not done[i]:
+                    done[i], detail[i] = True, why
+                elif not done[i]:
+                    detail[i] = why
+            if failed:
+                # several nodes down in one round (one engine across the nodes dies as one):
+                # the node whose own log says why, else the first in the plan's order
+                i, why = min(failed, key=lambda f: (f[1].startswith(_BARE), f[0]))
+                return ended_by(i, why)
+            if all(done):
+                return [result(i, True, detail[i]) for i in range(len(steps))]
+            if self.abort is not None:
                 blocker = self.abort()
                 if blocker:
-                    done, detail = None, f"stopped waiting: {blocker}"
-            if done or done is None:
-                return StepResult(step, bool(done), detail, res.exit_code, res.tail(), polls=polls)
-            left = deadline - self.clock.now()
-            if left <= 0:
-                why = f"timed out after {step.timeout_s:g} s ({detail})"
-                return StepResult(step, False, why, res.exit_code, res.tail(), polls=polls)
-            if detail != last_detail:
-                self.emit(ActionProgress(step.id, step.node, None, "running", detail))
-                last_detail = detail
-            self._pause(min(step.interval_s, max(left, 0.0)), seen)
+                    i = self._blamed(steps, done, blocker)
+                    return ended_by(i, f"stopped waiting: {blocker}")
+            now = self.clock.now()
+            for i in range(len(steps)):
+                if not done[i] and now >= deadline[key[i]]:
+                    why = f"timed out after {steps[i].timeout_s:g} s ({detail[i]})"
+                    return ended_by(i, why)
+            for i, step in enumerate(steps):
+                if not done[i] and detail[i] != shown[i]:
+                    self.emit(ActionProgress(step.id, step.node, None, "running", detail[i]))
+                    shown[i] = detail[i]
+            left = min(deadline[key[i]] - now for i in range(len(steps)) if not done[i])
+            self._pause(min(interval, max(left, 0.0)), [e for e in seens if e is not None])
             if self.stop is not None and self.stop.is_set():
                 why = "stopped waiting: spark-tui is closing (the launch goes on on the nodes)"
-                return StepResult(step, False, why, res.exit_code, res.tail(), polls=polls)
+                i = next(i for i in range(len(steps)) if not done[i])
+                return [
+                    result(j, done[j], detail[j] if done[j] else why, cause=j == i)
+                    for j in range(len(steps))
+                ]
 
-    def _pause(self, seconds: float, seen: threading.Event | None) -> None:
-        """The wait between two polls; it ends early when the monitor saw the line waited
+    @staticmethod
+    def _blamed(steps: list[LaunchStep], done: list[bool], blocker: str) -> int:
+        """The wait an error wall ends: the one of the node the wall names, else the first
+        still waiting."""
+        for i, step in enumerate(steps):
+            if f" on {step.node}:" in blocker:
+                return i
+        return next((i for i in range(len(steps)) if not done[i]), len(steps) - 1)
+
+    def _pause(self, seconds: float, seen: Sequence[threading.Event]) -> None:
+        """The wait between two polls; it ends early when the monitor saw a line waited
         for, an error wall stops the launch, or spark-tui is closing."""
-        if seen is None and self.abort is None and self.stop is None:
+        if not seen and self.abort is None and self.stop is None:
             self.clock.sleep(seconds)
             return
         end = self.clock.now() + seconds
@@ -293,9 +405,7 @@ class LaunchRunner:
             if left <= 0:
                 return
             self.clock.sleep(min(LOOK_S, left))
-            if (seen is not None and seen.is_set()) or (
-                self.stop is not None and self.stop.is_set()
-            ):
+            if any(e.is_set() for e in seen) or (self.stop is not None and self.stop.is_set()):
                 return
             if self.abort is not None and self.abort():
                 return
@@ -338,16 +448,30 @@ class LaunchRunner:
         return StepResult(step, True, detail, res.exit_code, res.tail(), tok_s=tok_s)
 
     def run_steps(self, steps: list[LaunchStep] | tuple[LaunchStep, ...]) -> LaunchResult:
-        """Steps in order; stops at the first failure."""
+        """Steps in order (a group's waits together); stops at the first failure."""
         result = LaunchResult(ok=True)
-        for step in steps:
-            r = self.run_step(step)
-            result.steps.append(r)
-            if r.tok_s is not None:
-                result.tok_s = r.tok_s
-            if not r.ok:
+        steps = list(steps)
+        i = 0
+        while i < len(steps):
+            step = steps[i]
+            j = i + 1
+            if step.group and step.kind == "wait-line":
+                while (
+                    j < len(steps) and steps[j].group == step.group and steps[j].kind == step.kind
+                ):
+                    j += 1
+                outs = self.run_group(steps[i:j])
+            else:
+                outs = [self.run_step(step)]
+            i = j
+            for r in outs:
+                result.steps.append(r)
+                if r.tok_s is not None:
+                    result.tok_s = r.tok_s
+            failed = [r for r in outs if not r.ok]
+            if failed:
                 result.ok = False
-                result.failed = r
+                result.failed = next((r for r in failed if r.cause), failed[0])
                 break
         return result
 

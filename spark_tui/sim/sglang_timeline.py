@@ -97,6 +97,20 @@ def plan_sglang(e: Engine) -> None:
     e.fail_first_request = "deepseek-v4" in spec.model.lower()
     t += 1
     host = str(spec.arg("--host", default="127.0.0.1"))
+    # a node of rank >= 1: its schedulers are ready, it starts the dummy health server
+    for m in e.members.values():
+        if m.node is not e.node:
+            e.emit(
+                m.sink,
+                t - 0.5,
+                logs.render(
+                    "sglang",
+                    "follower-ready",
+                    ts=logs.sglang_ts(t - 0.5),
+                    host=host,
+                    port=spec.port,
+                ),
+            )
     e.emit(
         e.sink,
         t,

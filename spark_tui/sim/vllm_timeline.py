@@ -13,7 +13,9 @@ from spark_tui.sim.node import GIB, MEM_TOTAL_GIB
 from spark_tui.sim.weight_load import plan_load
 
 if TYPE_CHECKING:
+    from spark_tui.sim.docker import SimContainer
     from spark_tui.sim.engine import Engine
+    from spark_tui.sim.timedlog import TimedLog
 
 
 def plan_vllm(e: Engine) -> None:
@@ -79,9 +81,9 @@ def plan_vllm(e: Engine) -> None:
         return
     # the members: one rank per Ray node (head first), up to TP
     if e.uses_ray and ray_members:
-        for rank, (n, _c, _d) in enumerate(ray_members[: spec.tp]):
+        for rank, (n, c, _d) in enumerate(ray_members[: spec.tp]):
             if n.name not in e.members:
-                e.members[n.name] = e.member(n, rank, None, is_head=False)
+                e.members[n.name] = e.member(n, rank, ray_worker_log(e, c, rank), is_head=False)
     e.placement_at = t + 2
     t += 3
     # vLLM's unique-IP check: driver IP and each worker's IP (VLLM_HOST_IP or the default route)
@@ -135,6 +137,27 @@ def plan_vllm(e: Engine) -> None:
     t = plan_load(e, t + 1, "vllm", v)
     if t < 0:
         return
+    # each node's first local rank logs its own load: in its own serve log (mp across nodes),
+    # or, a Ray worker, in Ray's worker log on its node (without the mp workers' prefix)
+    secs = f"{(e.load_end or t) - (e.load_start or t):.2f}"
+    for m in joined.values():
+        e.emit(
+            m.sink,
+            t,
+            logs.render(
+                "vllm",
+                "weights-loaded",
+                ts=logs.vllm_ts(t),
+                pid=e.pid + m.rank,
+                rank=m.rank,
+                secs=secs,
+            ),
+        )
+    for m in e.members.values() if e.uses_ray else ():
+        if m.node is not e.node:
+            e.emit(
+                m.sink, t, logs.render("vllm", "weights-loaded-ray", ts=logs.vllm_ts(t), secs=secs)
+            )
     # KV cache, graphs, API server
     kv = max(0.5, util * head_member.node.cuda_total_gib - head_member.weights_gib - 1.5)
     max_len = int(spec.num("--max-model-len", default=131072))
@@ -239,3 +262,17 @@ def plan_vllm(e: Engine) -> None:
                 + logs.render("vllm", "worker-exit-oom"),
             )
             e.die(kill + 1, "Ray memory monitor")
+
+
+def ray_worker_log(e: Engine, container: SimContainer, rank: int) -> TimedLog:
+    """The log file Ray keeps for a worker's stdout on its own node:
+    /tmp/ray/session_latest/logs/worker-<worker id>-<job id>-<pid>.out (a new file per worker
+    process: Ray's logging directory)."""
+    from spark_tui.sim.timedlog import TimedLog
+
+    pid = e.pid + 300 + rank
+    worker_id = hashlib.sha1(f"{e.start}:{rank}".encode()).hexdigest() * 2
+    path = f"/tmp/ray/session_latest/logs/worker-{worker_id[:56]}-01000000-{pid}.out"
+    log = TimedLog()
+    container.files[path] = log
+    return log

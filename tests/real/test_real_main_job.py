@@ -197,6 +197,9 @@ def test_a_truncated_shard_on_one_node_is_named_and_repaired_from_the_other(
         e for e in events if e["event"] == "diagnosis" and e["wall"] == "safetensors-corrupt-shard"
     ]
     assert named and named[0]["node"] == "spark2", events
+    # the head's own engine serves, but the launch waits for spark2's too: it fails, naming it
+    failed = [e for e in events if e["event"] == "launch-failed"]
+    assert failed and "failed on spark2" in failed[0]["why"], events
     fixes = [e for e in events if e["event"] == "fix" and e["wall"] == "safetensors-corrupt-shard"]
     assert fixes and fixes[0]["fix"] == "repair-from-peer" and fixes[0]["ok"], events
     done = events[-1]

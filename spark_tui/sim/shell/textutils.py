@@ -114,12 +114,25 @@ def _input(argv: list[str], ctx: Ctx, stdin: str) -> tuple[int, str | Out]:
 
 
 def _tail(argv: list[str], ctx: Ctx, stdin: str) -> Out:
+    n, files, flags = count_opt(argv[1:], 10)
+    if len(files) > 1:  # coreutils: each file's last lines, under a header unless -q
+        parts: list[str] = []
+        err: list[str] = []
+        for f in files:
+            body = read_path(ctx, f)
+            if body is None:
+                err.append(f"tail: cannot open '{f}' for reading: No such file or directory\n")
+                continue
+            if "q" not in flags:
+                parts.append(f"{chr(10) if parts else ''}==> {f} <==\n")
+            parts += [line + "\n" for line in (body.splitlines()[-n:] if n else [])]
+        return Out(1 if err else 0, "".join(parts), "".join(err))
     n, text = _input(argv, ctx, stdin)
     if isinstance(text, Out):
         return text
     lines = text.splitlines()
-    out = lines[-n:] if n else []
-    return Out(0, "".join(line + "\n" for line in out))
+    last = lines[-n:] if n else []
+    return Out(0, "".join(line + "\n" for line in last))
 
 
 def _head(argv: list[str], ctx: Ctx, stdin: str) -> Out:
