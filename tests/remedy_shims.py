@@ -44,7 +44,7 @@ case "$1" in
     name=""; prev=""
     for a in "$@"; do [ "$prev" = "--name" ] && name="$a"; prev="$a"; done
     mkdir -p "$NODE_STATE/containers"; : > "$NODE_STATE/containers/$name"
-    echo "$NODE $name" >> "$SHIM_SHARED/ray-members"
+    echo "$NODE $name $NODE_STATE" >> "$SHIM_SHARED/ray-members"
     echo 0123456789abcdef ;;
   stop) exit 0 ;;
   rename)
@@ -78,10 +78,10 @@ if [ -f "$SHIM_SHARED/crash" ]; then
 fi
 echo "INFO Loading safetensors checkpoint shards: 100% Completed | 2/2 [00:02<00:00]"
 # each Ray worker on another node logs its own load in Ray's worker log on that node
-while read -r member _name; do
+while read -r member _name state; do
   [ "$member" = "$NODE" ] && continue
-  mkdir -p "$SHIM_SHARED/../nodes/$member/ray-logs"
-  echo "INFO Loading weights took 1.00 seconds" >> "$SHIM_SHARED/../nodes/$member/ray-logs/worker-1.out"
+  mkdir -p "$state/ray-logs"
+  echo "INFO Loading weights took 1.00 seconds" >> "$state/ray-logs/worker-1.out"
 done < "$SHIM_SHARED/ray-members" 2>/dev/null
 echo "INFO:     Application startup complete."
 """,
