@@ -81,6 +81,8 @@ def _launch(c, kb, recipe, run: bool = True) -> ClusterMonitor:
                     monitor.tail(node, f"log{i}", command)
             tailing = True
         r = runner.run_step(step)
+        for name in c.transports:  # the monitor reads the nodes while the launch goes on (as
+            monitor.sample_once(name)  # in the TUI): a container it sees reopens its log tail
         if not r.ok:
             monitor.outcome = f"{step.id} on {step.node}: {r.detail[:300]}"  # type: ignore[attr-defined]
             break
