@@ -454,26 +454,28 @@ def _import(sources: list[str], to_dir: str | None, force: bool) -> int:
     from spark_tui.recipes.loader import load_recipe_yaml
 
     target = Path(to_dir).expanduser() if to_dir else paths.user_recipes_dir()
-    files: list[Path] = []
+    files: list[tuple[Path, Path | None]] = []  # (file, the directory named that holds it)
     failed = 0
     for item in sources:
         p = Path(item)
         if p.is_dir():
             files += sorted(
-                q for q in p.rglob("*") if q.suffix in (".yaml", ".yml") and q.is_file()
+                (q, p) for q in p.rglob("*") if q.suffix in (".yaml", ".yml") and q.is_file()
             )
         elif p.is_file():
-            files.append(p)
+            files.append((p, None))
         else:
             print(f"{item}: no such file or directory", file=sys.stderr)
             failed += 1
-    for path in files:
+    taken: set[str] = set()  # ids this import wrote: a later file of the same id gets its own
+    for path, root in files:
         try:
             data = load_recipe_yaml(path)
             if not is_community(data):
                 print(f"{path}: not an eugr or sparkrun recipe; left as it is")
                 continue
-            written, recipe, note = write_imported(path, target, force)
+            written, recipe, note = write_imported(path, target, force, taken, root)
+            taken.add(recipe.id)
         except InputErrors as exc:
             for e in exc.errors:
                 print(str(e), file=sys.stderr)
