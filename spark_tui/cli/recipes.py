@@ -285,7 +285,7 @@ def _show(recipe, as_json: bool) -> int:
 
 
 def _history(recipe, undo: bool, config: str | None = None) -> int:
-    from spark_tui.recipes.revisions import RevisionStore
+    from spark_tui.recipes.revisions import RevisionStore, served_launches, served_line
     from spark_tui.state import StateDir
 
     if undo:  # through a session: its journal records the undo, as the TUI's does
@@ -297,13 +297,18 @@ def _history(recipe, undo: bool, config: str | None = None) -> int:
         return 0
     store = RevisionStore(StateDir.real().revisions_dir)
     revs = store.revisions(recipe.id)
+    served = served_launches(store, recipe.id)
     if not revs:
         print(f"{recipe.id}: never patched (revision 0, as shipped)")
+        for s in served:
+            print(f"  {served_line(s)}")
         return 0
     current = store.current_number(recipe.id)
     for rev in revs:
         mark = "*" if rev.number == current else " "
         print(f"{mark} revision {rev.number}: {rev.note}")
+        for s in (s for s in served if s.revision == rev.number):
+            print(f"  {served_line(s)}")
         if rev.diff:
             print(rev.diff.rstrip("\n"))
     return 0
@@ -342,6 +347,8 @@ def _rollback(recipe, args: argparse.Namespace) -> int:
             f"{recipe.id}: last served at {when}: revision {served.revision}, "
             f"image {served.image or '(none)'}{tok}"
         )
+        for line in session.rollback_image_lines(served):
+            print(line)
         if not diff:
             print(f"{recipe.id}: revision {current.revision} in use is what served: nothing to do")
             return 0

@@ -471,10 +471,11 @@ class MainScreen(Screen):
         shown = "\n".join(lines[:24]) + (
             f"\n… {len(lines) - 24} more lines" if len(lines) > 24 else ""
         )
+        image = "\n".join(self.session.rollback_image_lines(served))
         prompt = (
             f"Roll {current.id} back to what served at {when} "
             f"(revision {served.revision}, image {served.image or 'none'})?\n"
-            f"A new revision; the next launch uses it.\n\n{shown}"
+            f"A new revision; the next launch uses it.\n{image}\n\n{shown}"
         )
 
         def answer(yes: bool | None) -> None:
