@@ -120,7 +120,9 @@ def test_a_rollback_pins_the_image_id_that_served_after_the_tag_moved() -> None:
         assert f"\n-image: {good.image}\n" in diff and f"\n+image: {served.image_id}\n" in diff
         lines = session.rollback_image_lines(served)
         assert lines[0].startswith(f"image: pinned to {served.image_id}")
-        assert f"  spark2: holds {served.image_id[:19]}; {good.image} is {nightly[:19]} now" in lines
+        assert (
+            f"  spark2: holds {served.image_id[:19]}; {good.image} is {nightly[:19]} now" in lines
+        )
         after = session.rollback()
         assert after.image == served.image_id
         result = session.apply(session.plan_launch(), yes=True)

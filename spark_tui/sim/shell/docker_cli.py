@@ -353,7 +353,7 @@ def _image_inspect(args: list[str], ctx: Ctx) -> Out:
         if not args[i].startswith("-"):
             refs.append(args[i])
         i += 1
-    found = []
+    found: list[dict[str, object]] = []
     for ref in refs:
         iid = dk.image_id(ctx.node, ref)
         if iid is None:
