@@ -55,6 +55,8 @@ def recipe_to_data(r: Recipe) -> dict[str, Any]:
             {"title": src.title, **({"url": src.url} if src.url else {})} for src in r.sources
         ]
     model: dict[str, Any] = {"id": m.id, "path": m.path}
+    if m.revision:
+        model["revision"] = m.revision
     if m.checkpoint_bytes is not None:
         model["checkpoint_bytes"] = m.checkpoint_bytes
     if m.checkpoint_source:
