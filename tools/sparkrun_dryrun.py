@@ -213,7 +213,7 @@ def realize(path: Path, nodes: int) -> str:
             cli.main(args=args, standalone_mode=False)
         except SystemExit:
             pass
-        except Exception as exc:  # noqa: BLE001 - recorded, not raised: the dry run says more
+        except Exception as exc:  # recorded, not raised: the dry run says more
             print(f"{type(exc).__name__}: {exc}", file=err)
     text = out.getvalue()
     start = text.find("recipe_version:")
@@ -252,7 +252,7 @@ def main(argv: list[str]) -> int:
             from sparkrun.core.recipe_include import resolve_recipe_includes
 
             data = resolve_recipe_includes(data, path)[0]
-        except Exception:  # noqa: BLE001 - a chain sparkrun refuses: its run says why
+        except Exception:  # a chain sparkrun refuses: its run says why
             pass
         nodes = int(data.get("min_nodes") or 1)
         defaults = data.get("defaults") or {}
