@@ -206,7 +206,15 @@ def realize(path: Path, nodes: int) -> str:
     it would launch on those hosts (include: merged, overrides: resolved), as YAML."""
     from sparkrun.cli import main as cli
 
-    args = ["export", "recipe", str(path), "--realize", "--no-pin", "--hosts", ",".join(HOSTS[:nodes])]
+    args = [
+        "export",
+        "recipe",
+        str(path),
+        "--realize",
+        "--no-pin",
+        "--hosts",
+        ",".join(HOSTS[:nodes]),
+    ]
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
