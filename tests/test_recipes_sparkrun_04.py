@@ -111,7 +111,7 @@ def test_overrides_are_evaluated_for_two_sparks(capsys: pytest.CaptureFixture[st
     assert code == 0
     decided = [ln for ln in lines if ": overrides[" in ln]
     assert len(decided) == 8
-    assert "note: overrides[0]: not applied: nodes=2" in decided[0]
+    assert "note: overrides[0]: not applied: nodes is 2 (for 2 nodes of DGX Spark" in decided[0]
     assert "note: overrides[1]: applied" in decided[1]
     assert "warning: overrides[7]: not applied: unknown selector 'gpu_count'" in decided[7]
     theirs = LAUNCHES["derived/sparkrun-0.4/" + path.name]["nodes"][0]["env"]

@@ -146,8 +146,12 @@ def parse_sparkrun(data: Any, file: str) -> Recipe:
                 f"overrides[{o.index}]",
                 ("applied: " if d.matched else "not applied: ")
                 + d.reason
-                + f" (evaluated for {shape['nodes']} node{'s' if shape['nodes'] != 1 else ''}"
-                f" of DGX Spark, {rt_name})",
+                + (
+                    ""
+                    if unevaluable
+                    else f" (for {shape['nodes']} node{'s' if shape['nodes'] != 1 else ''}"
+                    f" of DGX Spark, {rt_name})"
+                ),
                 o.line,
                 "warning" if unevaluable else "note",
             )

@@ -282,12 +282,12 @@ def evaluate(
                         _test(f"config.{key}", op, x, actual, True)
                         for op, x in _predicates(predicate)
                     ):
-                        failed.append(f"config.{key}={actual!r}")
+                        failed.append(f"config.{key} is {actual!r}")
                 continue
             actual = facts.get(selector)
             if not all(_test(selector, op, x, actual, False) for op, x in _predicates(value)):
                 shown = sorted(actual) if isinstance(actual, frozenset) else actual
-                failed.append(f"{selector}={shown}")
+                failed.append(f"{selector} is {shown}")
         out.append(
             Decision(o, not failed, "all conditions hold" if not failed else f"{', '.join(failed)}")
         )
