@@ -273,6 +273,10 @@ class Session:
         """(recipe in use, the launch that last served, the diff) (RecipeRevisions)."""
         return self.recipe_revisions.rollback_preview(recipe_id)
 
+    def rollback_image_lines(self, served: Served) -> list[str]:
+        """The image a rollback pins, and each node's copy of it (RecipeRevisions)."""
+        return self.recipe_revisions.rollback_image_lines(served)
+
     def rollback(self, recipe_id: str | None = None) -> Recipe:
         """Back to what last served, as a new revision; journaled (RecipeRevisions)."""
         return self.recipe_revisions.rollback(recipe_id)

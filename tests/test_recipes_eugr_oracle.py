@@ -26,6 +26,7 @@ import yaml
 
 from spark_tui import paths
 from spark_tui.entry import main
+from spark_tui.recipes.eugr import recipe_id
 from tests.recipe_words import canonical, same_value
 
 TESTS = Path(__file__).parent
@@ -327,7 +328,7 @@ def test_our_import_runs_what_eugrs_launcher_runs(
     calls = run_eugr(recipe, mode, tmp_path / "eugr")
     theirs = eugr_nodes(calls, str(tmp_path / "eugr" / "home"))
     assert theirs, "eugr's launcher started no container"
-    rid = recipe.stem.lower()
+    rid = recipe_id(str(recipe))
     user = paths.user_recipes_dir()
     if user.exists():
         shutil.rmtree(user)

@@ -48,7 +48,13 @@ def test_eugr_s_own_files(capsys: pytest.CaptureFixture[str]) -> None:
     assert len(second) == 2
     one(lines, f"{dup}:{second[1]}: warning: container:", "given twice", "keeps the last")
     # an upper-case letter in the file name: eugr runs it, its id is lower-case
-    one(lines, f"{upper}:", "warning: file name:", "its id is 'qwen3.5-397b-a17b-fp8'")
+    one(
+        lines,
+        f"{upper}:",
+        "warning: file name:",
+        "its id is '4x-spark-cluster-qwen3.5-397b-a17b-fp8'",
+    )
+    one(lines, f"{upper}:", "note: file name:", "in recipes/4x-spark-cluster/")
     # solo_only with a default tensor_parallel of 2: TP 1, as eugr's solo mode
     solo = RECIPES / "gemma4-26b-a4b-nvfp4.yaml"
     one(

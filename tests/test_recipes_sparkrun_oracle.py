@@ -14,6 +14,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
 from spark_tui import paths
 from spark_tui.entry import main
@@ -32,10 +33,26 @@ LAUNCHES = json.loads(DRYRUN.read_text())
 RECIPES = sorted(LAUNCHES["recipes"])
 
 
+def included(path: Path) -> list[Path]:
+    """The files a recipe's `include:` chain names, beside it (sparkrun 0.4)."""
+    out: list[Path] = []
+    while True:
+        ref = (yaml.safe_load(path.read_text()) or {}).get("include")
+        if not isinstance(ref, str):
+            return out
+        found = [path.parent / n for n in (ref, f"{ref}.yaml", f"{ref}.yml")]
+        nxt = next((f for f in found if f.is_file()), None)
+        if nxt is None or nxt in out:
+            return out
+        out.append(nxt)
+        path = nxt
+
+
 def render(path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict]:
     user = paths.user_recipes_dir()
     user.mkdir(parents=True, exist_ok=True)
-    shutil.copy(path, user / path.name)
+    for f in [path, *included(path)]:  # a recipe built with include: keeps its bases beside it
+        shutil.copy(f, user / f.name)
     capsys.readouterr()
     code = main(["recipes", "render", path.stem, "--json"])
     out = capsys.readouterr().out

@@ -281,11 +281,17 @@ async def _test_r_previews_the_rollback_to_what_last_served_and_asks() -> None:
         await pilot.pause()
         assert not isinstance(app.screen, ConfirmModal)
         assert any("never served" in str(n.message) for n in app._notifications)
-        mark_served(session.revisions, replace(recipe, image="vllm-node:known-good"), 40.0)
+        good = "sha256:" + "a" * 64
+        changed = replace(recipe, image="vllm-node:known-good")
+        mark_served(session.revisions, changed, 40.0, {"spark1": good})
         await pilot.press("R")
-        await pilot.pause()
+        for _ in range(100):  # the nodes' copies of the image are read in a worker first
+            await pilot.pause(0.05)
+            if isinstance(app.screen, ConfirmModal):
+                break
         assert isinstance(app.screen, ConfirmModal)
-        assert "+image: vllm-node:known-good" in app.screen.prompt
+        assert f"+image: {good}" in app.screen.prompt
+        assert f"image: pinned to {good} — what vllm-node:known-good was" in app.screen.prompt
         await pilot.press("n")  # cancelled: the recipe is unchanged
         await pilot.pause()
         assert session.revisions.current(recipe.id) is None

@@ -6,7 +6,9 @@ Run it with the Python of a venv where sparkrun is installed (sparkrun needs Pyt
     HOME=$(mktemp -d) /tmp/srvenv/bin/python tools/sparkrun_dryrun.py OUT.json RECIPE.yaml...
 
 For each recipe it calls sparkrun's command line (`sparkrun run FILE --hosts ... --dry-run
---no-auto-detect --no-sync-tuning`) in this process, with one change: no SSH session is ever
+--no-auto-detect --no-sync-tuning`) in this process, and for a recipe built with sparkrun 0.4's
+`include:` or `overrides:` also `sparkrun export recipe FILE --realize --no-pin --hosts ...`
+(the plain recipe sparkrun would launch there, recorded as `realized`), with one change: no SSH session is ever
 opened (a probe that would open one fails at once, as an unreachable host would), and every
 script sparkrun would pipe to a host in the dry run is recorded with the host it was meant for.
 From those scripts the per-node `docker run` (image, -e env, options) and the serve command are
@@ -199,6 +201,33 @@ def dry_run(path: Path, nodes: int) -> dict[str, Any]:
     return result
 
 
+def realize(path: Path, nodes: int) -> str:
+    """sparkrun's own `export recipe FILE --realize --no-pin --hosts …`: the plain v2 recipe
+    it would launch on those hosts (include: merged, overrides: resolved), as YAML."""
+    from sparkrun.cli import main as cli
+
+    args = [
+        "export",
+        "recipe",
+        str(path),
+        "--realize",
+        "--no-pin",
+        "--hosts",
+        ",".join(HOSTS[:nodes]),
+    ]
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            cli.main(args=args, standalone_mode=False)
+        except SystemExit:
+            pass
+        except Exception as exc:  # recorded, not raised: the dry run says more
+            print(f"{type(exc).__name__}: {exc}", file=err)
+    text = out.getvalue()
+    start = text.find("recipe_version:")
+    return text[start:] if start >= 0 else ""
+
+
 def _no_ssh() -> None:
     """An `ssh` first on PATH that fails at once, as an unreachable host does."""
     import os
@@ -227,13 +256,23 @@ def main(argv: list[str]) -> int:
         import yaml
 
         data = yaml.safe_load(path.read_text())
+        try:  # a recipe built with include: counts its nodes from the merged recipe
+            from sparkrun.core.recipe_include import resolve_recipe_includes
+
+            data = resolve_recipe_includes(data, path)[0]
+        except Exception:  # a chain sparkrun refuses: its run says why
+            pass
         nodes = int(data.get("min_nodes") or 1)
         defaults = data.get("defaults") or {}
         tp = int(defaults.get("tensor_parallel") or 1) * int(defaults.get("pipeline_parallel") or 1)
         nodes = max(nodes, tp if tp <= 8 else 1)
         if data.get("max_nodes"):
             nodes = min(nodes, int(data["max_nodes"]))
-        results["recipes"][str(path)] = {"hosts": nodes, **dry_run(path, nodes)}
+        entry = {"hosts": nodes, **dry_run(path, nodes)}
+        raw = yaml.safe_load(path.read_text()) or {}
+        if entry["exit"] == 0 and ("include" in raw or "overrides" in raw):
+            entry["realized"] = realize(path, nodes)  # sparkrun 0.4's own flattening
+        results["recipes"][str(path)] = entry
         print(
             path,
             results["recipes"][str(path)]["exit"],

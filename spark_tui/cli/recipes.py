@@ -285,7 +285,7 @@ def _show(recipe, as_json: bool) -> int:
 
 
 def _history(recipe, undo: bool, config: str | None = None) -> int:
-    from spark_tui.recipes.revisions import RevisionStore
+    from spark_tui.recipes.revisions import RevisionStore, served_launches, served_line
     from spark_tui.state import StateDir
 
     if undo:  # through a session: its journal records the undo, as the TUI's does
@@ -297,13 +297,18 @@ def _history(recipe, undo: bool, config: str | None = None) -> int:
         return 0
     store = RevisionStore(StateDir.real().revisions_dir)
     revs = store.revisions(recipe.id)
+    served = served_launches(store, recipe.id)
     if not revs:
         print(f"{recipe.id}: never patched (revision 0, as shipped)")
+        for s in served:
+            print(f"  {served_line(s)}")
         return 0
     current = store.current_number(recipe.id)
     for rev in revs:
         mark = "*" if rev.number == current else " "
         print(f"{mark} revision {rev.number}: {rev.note}")
+        for s in (s for s in served if s.revision == rev.number):
+            print(f"  {served_line(s)}")
         if rev.diff:
             print(rev.diff.rstrip("\n"))
     return 0
@@ -342,6 +347,8 @@ def _rollback(recipe, args: argparse.Namespace) -> int:
             f"{recipe.id}: last served at {when}: revision {served.revision}, "
             f"image {served.image or '(none)'}{tok}"
         )
+        for line in session.rollback_image_lines(served):
+            print(line)
         if not diff:
             print(f"{recipe.id}: revision {current.revision} in use is what served: nothing to do")
             return 0
@@ -454,26 +461,28 @@ def _import(sources: list[str], to_dir: str | None, force: bool) -> int:
     from spark_tui.recipes.loader import load_recipe_yaml
 
     target = Path(to_dir).expanduser() if to_dir else paths.user_recipes_dir()
-    files: list[Path] = []
+    files: list[tuple[Path, Path | None]] = []  # (file, the directory named that holds it)
     failed = 0
     for item in sources:
         p = Path(item)
         if p.is_dir():
             files += sorted(
-                q for q in p.rglob("*") if q.suffix in (".yaml", ".yml") and q.is_file()
+                (q, p) for q in p.rglob("*") if q.suffix in (".yaml", ".yml") and q.is_file()
             )
         elif p.is_file():
-            files.append(p)
+            files.append((p, None))
         else:
             print(f"{item}: no such file or directory", file=sys.stderr)
             failed += 1
-    for path in files:
+    taken: set[str] = set()  # ids this import wrote: a later file of the same id gets its own
+    for path, root in files:
         try:
             data = load_recipe_yaml(path)
             if not is_community(data):
                 print(f"{path}: not an eugr or sparkrun recipe; left as it is")
                 continue
-            written, recipe, note = write_imported(path, target, force)
+            written, recipe, note = write_imported(path, target, force, taken, root)
+            taken.add(recipe.id)
         except InputErrors as exc:
             for e in exc.errors:
                 print(str(e), file=sys.stderr)

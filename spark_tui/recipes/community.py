@@ -38,7 +38,14 @@ SPARKRUN_URL = "https://github.com/spark-arena/sparkrun"
 
 # keys only spark-tui's own format has; a file with one of them is not a community recipe
 _OWN_KEYS = {"id", "serve", "engine", "executor", "nodes", "title", "status"}
-_COMMUNITY_KEYS = {"recipe_version", "sparkrun_version", "container", "command", "runtime"}
+_COMMUNITY_KEYS = {
+    "recipe_version",
+    "sparkrun_version",
+    "container",
+    "command",
+    "runtime",
+    "include",  # sparkrun 0.4: a recipe built on another may hold little else
+}
 _SPARKRUN_KEYS = {
     "sparkrun_version",
     "runtime",
@@ -58,6 +65,18 @@ _SPARKRUN_KEYS = {
     "runtime_config",
     "benchmark",
     "model_revision",
+    # sparkrun 0.4
+    "include",
+    "overrides",
+    "min_sparkrun_version",
+    "readiness",
+    "runtime_cache",
+    "capabilities",
+    "unsupported_capabilities",
+    "containers",
+    "layout",
+    "scheduler",
+    "cluster_config",
 }
 
 # short spellings -> the long flag spark-tui's facts use (vLLM's argparse aliases; SGLang's

@@ -38,6 +38,7 @@ from spark_tui.recipes.model import (
 CONTAINER = "vllm_node"  # launch-cluster.sh's DEFAULT_CONTAINER_NAME
 WARNING = "warning"
 READ_AS = "read as eugr runs it"
+NOTE = "note"
 MASTER_PORT = 29501  # launch-cluster.sh's MASTER_PORT (the Ray head port with --ray)
 NOFILE_LIMIT = 1048576  # launch-cluster.sh's VLLM_SPARK_NOFILE_LIMIT default
 # run-recipe.py's DISTRIBUTED_EXECUTOR_RE
@@ -144,9 +145,29 @@ def tree_root(file: str, mods: list[str]) -> Path | None:
     return None
 
 
+def recipes_folder(file: str) -> tuple[str, ...]:
+    """The folders between an eugr checkout's `recipes/` and the file (`4x-spark-cluster`):
+    () for a file directly in `recipes/`, or in no checkout (no run-recipe.py above it)."""
+    path = Path(file).resolve()
+    for d in path.parents:
+        if (d / "run-recipe.py").is_file():
+            try:
+                return path.relative_to(d / "recipes").parts[:-1]
+            except ValueError:
+                return ()
+    return ()
+
+
+def recipe_id(file: str) -> str:
+    """An eugr file's id: its name lower-cased (eugr runs any name), after the folders it is
+    in under its checkout's `recipes/` (`3x-spark-cluster/` and `4x-spark-cluster/` hold files
+    of the same name: `4x-spark-cluster-qwen3.5-397b-int4-autoround`)."""
+    return "-".join((*recipes_folder(file), Path(file).stem)).lower()
+
+
 def parse_eugr(data: Any, file: str) -> Recipe:
-    """An eugr recipe as a spark-tui Recipe (status untested): id from the file name
-    (lower-cased: eugr runs any name), InputErrors for what eugr itself would refuse."""
+    """An eugr recipe as a spark-tui Recipe (status untested): id from the file name and its
+    folder in the checkout (recipe_id), InputErrors for what eugr itself would refuse."""
     from spark_tui.recipes.loader import ENV_NAME, ID, IMAGE
 
     errors: list[InputError] = []
@@ -177,14 +198,23 @@ def parse_eugr(data: Any, file: str) -> Recipe:
             "`{{`/`}}` braces as str.format makes them",
         )
     stem = Path(file).stem
-    rid = stem.lower()
+    folder = recipes_folder(file)
+    rid = recipe_id(file)
     if not ID.fullmatch(rid):
         err(
             f"the file name {stem!r} is the recipe's id: use letters, digits, '.', '_' and '-' "
             "(rename the file)"
         )
-    elif rid != stem:
-        note("file name", f"{stem!r} has upper-case letters: its id is {rid!r}", kind=WARNING)
+    else:
+        if stem.lower() != stem:
+            note("file name", f"{stem!r} has upper-case letters: its id is {rid!r}", kind=WARNING)
+        if folder:
+            note(
+                "file name",
+                f"in recipes/{'/'.join(folder)}/ of its eugr checkout: its id is {rid!r} "
+                "(the folder keeps it apart from a file of the same name in another folder)",
+                kind=NOTE,
+            )
     command = data.get("command")
     if not isinstance(command, str) or not command.strip():
         err("command: eugr's run-recipe.py needs a command (a `vllm serve …` line)", "command")

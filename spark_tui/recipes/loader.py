@@ -302,7 +302,7 @@ def parse_recipe(data: Any, file: str) -> Recipe:
     m = c.mapping(
         top.get("model"),
         "model",
-        {"id", "path", "checkpoint_bytes", "checkpoint_source", "config"},
+        {"id", "path", "revision", "checkpoint_bytes", "checkpoint_source", "config"},
         {"id"},
     )
     cfg = c.mapping(
@@ -314,6 +314,7 @@ def parse_recipe(data: Any, file: str) -> Recipe:
     model = ModelSpec(
         id=model_id,
         path=c.text(m, "path", "model", model_id),
+        revision=c.text(m, "revision", "model"),
         checkpoint_bytes=c.number(m, "checkpoint_bytes", "model", integer=True),
         checkpoint_source=c.text(m, "checkpoint_source", "model"),
         layers=c.number(cfg, "layers", "model.config", integer=True),

@@ -84,6 +84,7 @@ class ModelSpec:
 
     id: str
     path: str  # what the serve command loads (inside the container); default: id
+    revision: str = ""  # the checkpoint's commit pinned (sparkrun's model_revision); "" unpinned
     checkpoint_bytes: int | None = None
     checkpoint_source: str = ""
     layers: int | None = None

@@ -19,9 +19,10 @@ import difflib
 import fcntl
 import json
 import os
+import re
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,8 @@ def recipe_to_data(r: Recipe) -> dict[str, Any]:
             {"title": src.title, **({"url": src.url} if src.url else {})} for src in r.sources
         ]
     model: dict[str, Any] = {"id": m.id, "path": m.path}
+    if m.revision:
+        model["revision"] = m.revision
     if m.checkpoint_bytes is not None:
         model["checkpoint_bytes"] = m.checkpoint_bytes
     if m.checkpoint_source:
@@ -400,15 +403,26 @@ class RevisionStore:
             _write_atomic(d / "launched", str(recipe.revision))
 
 
+IMAGE_ID = re.compile(r"sha256:[0-9a-f]{64}")
+
+
 @dataclass(frozen=True)
 class Served:
-    """A launch that served: the whole recipe it ran (image included), when, its tok/s."""
+    """A launch that served: the whole recipe it ran (image included), when, its tok/s, and the
+    image ID each node's container ran (`docker inspect`): what the tag named then."""
 
     recipe: Recipe
     time: float
     revision: int
     image: str
     tok_s: float | None
+    image_id: str = ""  # the head's: what a rollback pins ("" when it could not be read)
+    image_ids: Mapping[str, str] = field(default_factory=dict)  # node -> image ID
+
+    @property
+    def mixed_images(self) -> bool:
+        """Whether the nodes ran different images (drift between them)."""
+        return len(set(self.image_ids.values())) > 1
 
 
 SERVED = "served.jsonl"
@@ -418,15 +432,25 @@ def _served_path(store: RevisionStore, recipe_id: str) -> Path:
     return store._dir(recipe_id) / SERVED
 
 
-def mark_served(store: RevisionStore, recipe: Recipe, tok_s: float | None = None) -> None:
+def mark_served(
+    store: RevisionStore,
+    recipe: Recipe,
+    tok_s: float | None = None,
+    image_ids: Mapping[str, str] | None = None,
+) -> None:
     """Record that `recipe` (the revision and image launched) served: a smoke request answered.
-    Every record keeps the whole recipe, so a rollback can return to it whatever changed."""
+    Every record keeps the whole recipe, so a rollback can return to it whatever changed, and
+    the image ID each node ran (`image_ids`, head first), so it returns to that image even
+    when the tag has moved since."""
     d = store._dir(recipe.id)
     d.mkdir(parents=True, exist_ok=True)
+    ids = {n: i for n, i in (image_ids or {}).items() if IMAGE_ID.fullmatch(i)}
     record = {
         "time": time.time(),
         "revision": recipe.revision,
         "image": recipe.image or "",
+        "image_id": next(iter(ids.values()), ""),
+        "image_ids": ids,
         "tok_s": tok_s,
         "recipe": recipe_to_yaml(recipe),
     }
@@ -436,32 +460,76 @@ def mark_served(store: RevisionStore, recipe: Recipe, tok_s: float | None = None
         _write_atomic(path, old + json.dumps(record) + "\n")
 
 
-def last_served(store: RevisionStore, recipe_id: str) -> Served | None:
-    """The newest launch of this recipe that served (None: none did)."""
+def served_launches(store: RevisionStore, recipe_id: str) -> list[Served]:
+    """Every launch of this recipe that served, oldest first (a torn line is left out)."""
     from spark_tui.recipes.loader import parse_recipe_text
 
     path = _served_path(store, recipe_id)
-    for line in reversed(_read_or_empty(path).splitlines()):
+    out: list[Served] = []
+    for line in _read_or_empty(path).splitlines():
         try:
             rec = json.loads(line)
             recipe = parse_recipe_text(str(rec["recipe"]), str(path))
         except (ValueError, KeyError, TypeError, InputError):
-            continue  # a line spark-tui did not write whole: the one before it
+            continue  # a line spark-tui did not write whole
         tok = rec.get("tok_s")
-        return Served(
-            replace(recipe, revision=int(rec.get("revision") or 0)),
-            float(rec.get("time") or 0.0),
-            int(rec.get("revision") or 0),
-            str(rec.get("image") or ""),
-            float(tok) if isinstance(tok, (int, float)) else None,
+        raw_ids = rec.get("image_ids")
+        ids = {
+            str(n): str(i)
+            for n, i in (raw_ids.items() if isinstance(raw_ids, dict) else ())
+            if IMAGE_ID.fullmatch(str(i))
+        }
+        head_id = str(rec.get("image_id") or "")
+        out.append(
+            Served(
+                replace(recipe, revision=int(rec.get("revision") or 0)),
+                float(rec.get("time") or 0.0),
+                int(rec.get("revision") or 0),
+                str(rec.get("image") or ""),
+                float(tok) if isinstance(tok, (int, float)) else None,
+                head_id if IMAGE_ID.fullmatch(head_id) else "",
+                ids,
+            )
         )
-    return None
+    return out
+
+
+def last_served(store: RevisionStore, recipe_id: str) -> Served | None:
+    """The newest launch of this recipe that served (None: none did)."""
+    launches = served_launches(store, recipe_id)
+    return launches[-1] if launches else None
+
+
+def served_line(served: Served) -> str:
+    """One launch that served, in words: when, the image and the ID it ran, its tok/s."""
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(served.time))
+    image = served.image or "(no image)"
+    if served.image_id and served.image_id != served.image:
+        image += f" = {served.image_id}"
+    tok = f", {served.tok_s:.1f} tok/s" if served.tok_s else ""
+    mixed = " (the nodes ran different images)" if served.mixed_images else ""
+    return f"served at {when} on {image}{tok}{mixed}"
+
+
+def pinned(served: Served) -> Recipe:
+    """The recipe that served, its image pinned to the image ID it ran (not the tag, which may
+    name another image now); as it was when the ID is not known (a record from before)."""
+    r = served.recipe
+    if not served.image_id or r.image == served.image_id:
+        return r
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(served.time))
+    note = (
+        f"pinned by a rollback: the image {served.image} was when revision {served.revision} "
+        f"served at {when} (--set image={served.image} runs what the tag names now)"
+    )
+    return replace(r, image=served.image_id, image_note=note)
 
 
 def rollback(store: RevisionStore, current: Recipe, served: Served) -> Recipe:
-    """A new revision holding the recipe that last served (image included); every revision
-    stays on disk. Returns the recipe now in use."""
+    """A new revision holding the recipe that last served, its image pinned to the image ID
+    it served on (pinned); every revision stays on disk. Returns the recipe now in use."""
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(served.time))
-    note = f"rollback to what served at {when} (revision {served.revision}, image {served.image})"
-    rev = store.commit(current, served.recipe, note)
+    image = f"{served.image} = {served.image_id}" if served.image_id else served.image
+    note = f"rollback to what served at {when} (revision {served.revision}, image {image})"
+    rev = store.commit(current, pinned(served), note)
     return store.load(current.id, rev.number)

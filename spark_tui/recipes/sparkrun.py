@@ -9,13 +9,14 @@ per-node flags) is spark_tui.recipes.community; eugr's format is spark_tui.recip
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import Any
 
 from spark_tui import redact
 from spark_tui.engine_command import ParsedCommand, command_words, parse_command
 from spark_tui.errors import InputError, InputErrors
-from spark_tui.recipes import sparkrun_keys
+from spark_tui.recipes import sparkrun_include, sparkrun_keys, sparkrun_overrides
 from spark_tui.recipes.community import (
     NODE_FLAGS,
     READY_LINES,
@@ -32,10 +33,29 @@ from spark_tui.recipes.model import (
     Source,
     Unmapped,
 )
+from spark_tui.recipes.sparkrun_settings import (
+    RUNTIME_CACHE,
+    check_min_version,
+    family_of,
+    readiness,
+    runtime_cache,
+    runtime_name,
+)
+from spark_tui.yamlfile import LDict, line_of
 
 # sparkrun's recipe-key maps, switches and always-set env: sparkrun_keys (from sparkrun itself)
 VLLM_FLAG_MAP = sparkrun_keys.flag_map("vllm")
 SGLANG_FLAG_MAP = sparkrun_keys.flag_map("sglang")
+
+
+def with_layer(defaults: dict, layer: dict, line: int) -> dict:
+    """`defaults` with an override's values over them, each key keeping its line (a value an
+    override set is on the `overrides:` line)."""
+    out = LDict({**defaults, **layer})
+    out.line = getattr(defaults, "line", line)
+    out.key_lines = {k: line_of(defaults, k) or line for k in defaults}
+    out.key_lines.update(dict.fromkeys(layer, line))
+    return out
 
 
 def parse_sparkrun(data: Any, file: str) -> Recipe:
@@ -49,12 +69,14 @@ def parse_sparkrun(data: Any, file: str) -> Recipe:
     kind = SPARKRUN
     errors: list[InputError] = []
     notes: list[Unmapped] = []
+    include_line = _line(data, "include") if isinstance(data, dict) else None
+    data, chain = sparkrun_include.resolve(data, file)  # include: merged in first
 
     def err(message: str, key: str | None = None) -> None:
         errors.append(InputError(message, file, (_line(data, key) if key else None) or 1))
 
-    def unmapped(key: str, reason: str, line: int | None = None) -> None:
-        notes.append(Unmapped(line or _line(data, key) or None, key, reason))
+    def unmapped(key: str, reason: str, line: int | None = None, kind: str = "not mapped") -> None:
+        notes.append(Unmapped(line or _line(data, key) or None, key, reason, kind))
 
     rid = Path(file).stem
     if not ID.fullmatch(rid):
@@ -63,6 +85,14 @@ def parse_sparkrun(data: Any, file: str) -> Recipe:
             "'.', '_' and '-' (rename the file)"
         )
     launcher = "sparkrun"
+    if chain:
+        unmapped(
+            "include",
+            "built on " + " <- ".join(p.name for p in chain) + " (sparkrun's include: merged)",
+            include_line,
+            kind="note",
+        )
+    check_min_version(data, file)
     defaults = data.get("defaults") or {}
     if not isinstance(defaults, dict):
         err("defaults must be a mapping", "defaults")
@@ -71,6 +101,14 @@ def parse_sparkrun(data: Any, file: str) -> Recipe:
     if model_id is not None and not isinstance(model_id, str):
         err("model must be a model id (org/name)", "model")
         model_id = None
+    revision = data.get("model_revision")
+    if revision is not None and (not isinstance(revision, (str, int)) or not str(revision).strip()):
+        err(
+            "model_revision must be a revision of the model (a commit, a branch, a tag)",
+            "model_revision",
+        )
+        revision = None
+    revision = str(revision).strip() if revision is not None else ""
     runtime = str(data.get("runtime") or "")
     if runtime and runtime not in ("vllm", "vllm-ray", "vllm-distributed", "eugr-vllm", "sglang"):
         err(
@@ -83,9 +121,54 @@ def parse_sparkrun(data: Any, file: str) -> Recipe:
         err("command must be text (a shell command)", "command")
         command_text = None
 
+    # ---- overrides: the conditional layers, for the launch this recipe describes ---------
+    image_over: str | None = None
+    env_over: dict[str, Any] = {}
+    layers = sparkrun_overrides.parse(data.get("overrides"), file, _line(data, "overrides") or 1)
+    if layers and not errors:
+        declared = {**defaults, "model": model_id}
+        if revision:
+            declared["model_revision"] = revision
+        declared.setdefault("resolved_model_path", model_id)
+        solo = (
+            str(data.get("mode") or "") == "solo"
+            or bool(data.get("solo_only"))
+            or (data.get("max_nodes") == 1 and str(data.get("mode") or "auto") == "auto")
+        )
+        shape, rt_name, family = sparkrun_overrides.launch_facts(
+            defaults, runtime_name(runtime, defaults, command_text), solo
+        )
+        applied: dict[str, Any] = {}
+        for d in sparkrun_overrides.evaluate(layers, declared, shape, rt_name, family):
+            o = d.override
+            unevaluable = "cannot evaluate" in d.reason
+            unmapped(
+                f"overrides[{o.index}]",
+                ("applied: " if d.matched else "not applied: ")
+                + d.reason
+                + (
+                    ""
+                    if unevaluable
+                    else f" (for {shape['nodes']} node{'s' if shape['nodes'] != 1 else ''}"
+                    f" of DGX Spark, {rt_name})"
+                ),
+                o.line,
+                "warning" if unevaluable else "note",
+            )
+            if d.matched:
+                applied.update(o.defaults)
+                env_over.update(o.env)
+                image_over = o.container or image_over
+        if applied:
+            defaults = with_layer(defaults, applied, _line(data, "overrides") or 1)
+
     values: dict[str, Any] = {k: v for k, v in defaults.items() if not isinstance(v, (dict, list))}
     if model_id:
         values.setdefault("model", model_id)
+    if revision:  # sparkrun fills {model_revision} only when the recipe pins one
+        values.setdefault("model_revision", revision)
+    if model_id:
+        values.setdefault("resolved_model_path", model_id)
     engine = "sglang" if runtime == "sglang" else "vllm"
     parsed = ParsedCommand()
     cmd_line = _line(data, "command")
@@ -129,7 +212,28 @@ def parse_sparkrun(data: Any, file: str) -> Recipe:
                     "command template; left out",
                     _line(defaults, key),
                 )
-        parsed.args.update(sparkrun_keys.defaults_flags(engine, defaults))
+        if (
+            revision
+            and engine == "vllm"
+            and model_id
+            and not model_id.startswith("/")
+            and (":" not in model_id)
+        ):
+            parsed.args["--revision"] = revision  # sparkrun's vLLM runtimes pass a pin
+        flags_from = dict(defaults)
+        pin = defaults.get("revision")
+        if engine == "sglang" and isinstance(pin, str) and "{model_revision}" in pin:
+            # sparkrun's SGLang runtime fills {model_revision} in defaults.revision
+            filled, missing = fill_placeholders(pin, values, format_escapes=False)
+            if missing:
+                err(
+                    "defaults.revision: {model_revision} has no value: pin the model with "
+                    "model_revision (sparkrun passes the text as written, and the engine "
+                    "finds no such revision)",
+                    "defaults",
+                )
+            flags_from["revision"] = filled
+        parsed.args.update(sparkrun_keys.defaults_flags(engine, flags_from))
     if errors:
         raise InputErrors(errors)
 
@@ -226,8 +330,13 @@ def parse_sparkrun(data: Any, file: str) -> Recipe:
                 )
             ]
         )
-    for name, value in {**parsed.env, **env_raw}.items():
+    launch = {"model_revision": revision or None}
+    cache = runtime_cache(data.get("runtime_cache"), file, _line(data, "runtime_cache") or 1)
+    uses_cache = False
+    for name, value in {**parsed.env, **env_raw, **env_over}.items():
         line = _line(env_raw, name) if name in env_raw else cmd_line
+        if name in env_over:
+            line = _line(data, "overrides")
         if not isinstance(name, str) or not ENV_NAME.fullmatch(name):
             raise InputErrors(
                 [InputError(f"env: {name!r} is not an environment variable name", file, line or 1)]
@@ -235,8 +344,35 @@ def parse_sparkrun(data: Any, file: str) -> Recipe:
         if isinstance(value, (dict, list)) or value is None:
             raise InputErrors([InputError(f"env.{name} must be text or a number", file, line or 1)])
         text = ("true" if value else "false") if isinstance(value, bool) else str(value)
+        if kind == SPARKRUN and "{launch." in text:
+            for field in re.findall(r"(?<![{$])\{launch\.([^{}]*)\}", text):
+                if field not in sparkrun_keys.LAUNCH_PLACEHOLDERS:
+                    raise InputErrors(
+                        [
+                            InputError(
+                                f"env.{name}: unknown launch field {{launch.{field}}} (sparkrun "
+                                f"knows {', '.join(sorted(sparkrun_keys.LAUNCH_PLACEHOLDERS))})",
+                                file,
+                                line or 1,
+                            )
+                        ]
+                    )
+                if field == "runtime_cache_dir":
+                    if not cache.enabled:
+                        raise InputErrors(
+                            [
+                                InputError(
+                                    f"env.{name}: {{launch.runtime_cache_dir}} needs the runtime "
+                                    "cache, which runtime_cache turns off",
+                                    file,
+                                    line or 1,
+                                )
+                            ]
+                        )
+                    uses_cache = True
+                    launch["runtime_cache_dir"] = RUNTIME_CACHE
         if kind == SPARKRUN and "{" in text:
-            text, no_value = sparkrun_keys.render_env_template(text, values)
+            text, no_value = sparkrun_keys.render_env_template(text, values, launch)
             for field in no_value:
                 unmapped(
                     f"env.{name}",
@@ -281,13 +417,16 @@ def parse_sparkrun(data: Any, file: str) -> Recipe:
         }
 
     # ---- image, docker ----------------------------------------------------------------
-    image = data.get("container")
+    image = image_over or data.get("container")
     image_note = ""
     if image is not None and (not isinstance(image, str) or not IMAGE.fullmatch(image)):
+        where = "overrides" if image_over else "container"
         raise InputErrors(
             [
                 InputError(
-                    f"container {image!r} is not an image name", file, _line(data, "container") or 1
+                    f"{where}: container {image!r} is not an image name",
+                    file,
+                    _line(data, where) or 1,
                 )
             ]
         )
@@ -343,6 +482,12 @@ def parse_sparkrun(data: Any, file: str) -> Recipe:
         "runtime",
         "metadata",
         "executor_config",
+        "include",
+        "overrides",
+        "min_sparkrun_version",
+        "model_revision",
+        "readiness",
+        "runtime_cache",
     }
     reasons = {
         "mods": "patches applied inside the container by the launcher; use an image that has them",
@@ -355,7 +500,13 @@ def parse_sparkrun(data: Any, file: str) -> Recipe:
         "builder": "sparkrun's image builder",
         "builder_config": "sparkrun's image builder settings",
         "distribution_config": "sparkrun copies models and images to the nodes itself",
-        "model_revision": "the model is loaded as the serve command names it (no revision pin)",
+        "capabilities": "what the served model can do, for an inference gateway to admit "
+        "requests by; spark-tui sends none it would gate",
+        "unsupported_capabilities": "what the served model cannot do, for an inference gateway",
+        "containers": "sparkrun's per-host images; spark-tui runs one image on every node",
+        "layout": "sparkrun's explicit placement; spark-tui places one rank per node",
+        "scheduler": "sparkrun's placement policy",
+        "cluster_config": "sparkrun's internal launch overrides",
         "runtime_version": "informational",
         "runtime_config": "sparkrun runtime settings",
         "mode": "derived from the node count",
@@ -383,6 +534,16 @@ def parse_sparkrun(data: Any, file: str) -> Recipe:
     name = str(data.get("name") or "")
     title = " — ".join(t for t in (name, description) if t) or f"{model_id} ({launcher} recipe)"
 
+    if revision and command_text and "--revision" not in args:
+        unmapped(
+            "model_revision",
+            f"{revision} is pinned, but the command passes no --revision: the engine loads "
+            "the model as the hub cache names it, not the pinned commit (sparkrun's own "
+            "check says the same) — add `--revision {model_revision}`",
+            kind="warning",
+        )
+    smoke, startup_s = readiness(data, file, notes)
+
     port = as_int(args.get("--port")) or (30000 if engine == "sglang" else 8000)
     serve = ServeSpec(
         args=args,
@@ -393,7 +554,7 @@ def parse_sparkrun(data: Any, file: str) -> Recipe:
         log="/tmp/sglang-serve.log" if engine == "sglang" else "/tmp/vllm-serve.log",
         ready_line=READY_LINES[engine],
         port=port,
-        startup_timeout_s=3600.0,
+        startup_timeout_s=startup_s,
     )
     if parsed.prefix[:2] == ["sglang", "serve"]:
         serve = replace(serve, command=("sglang", "serve", "--model-path", "{model.path}"))
@@ -405,6 +566,7 @@ def parse_sparkrun(data: Any, file: str) -> Recipe:
         model=ModelSpec(
             id=model_id,
             path=model_path,
+            revision=revision,
             layers=cfg.get("layers"),
             kv_heads=cfg.get("kv_heads"),
             head_dim=cfg.get("head_dim"),
@@ -416,13 +578,20 @@ def parse_sparkrun(data: Any, file: str) -> Recipe:
         image_note=image_note,
         head_container="ray-head" if executor == "ray" else f"{engine}-head",
         worker_container="ray-worker" if executor == "ray" else f"{engine}-worker",
-        volumes=("{cluster.models_dir}:/root/.cache/huggingface",),
+        volumes=(
+            "{cluster.models_dir}:/root/.cache/huggingface",
+            *([cache.volume(family_of(runtime), model_id, revision, image)] if uses_cache else []),
+        ),
         docker_args=docker_args,
         docker_env=docker_env,
         ray=ray,
+        smoke=smoke,
         status="untested",
         notes=(f"Read from {launcher}'s recipe format ({Path(file).name}).",),
-        sources=(Source(f"{Path(file).name} ({launcher} recipe)", file),),
+        sources=(
+            Source(f"{Path(file).name} ({launcher} recipe)", file),
+            *(Source(f"{b.name} ({launcher} recipe it includes)", str(b)) for b in reversed(chain)),
+        ),
         source=file,
         origin=kind,
         unmapped=tuple(notes),

@@ -116,10 +116,14 @@ def always_env(engine: str, nodes: int) -> dict[str, str]:
     return {str(k): str(v) for k, v in env.items()}
 
 
-def render_env_template(value: str, config: Mapping[str, Any]) -> tuple[str, list[str]]:
+def render_env_template(
+    value: str, config: Mapping[str, Any], launch: Mapping[str, str | None] | None = None
+) -> tuple[str, list[str]]:
     """`{config.NAME}` -> the recipe's setting, `{launch.NAME}` -> spark-tui's per-node
-    placeholder, `{{…}}` -> literal braces, as sparkrun renders a recipe's env. Returns the
-    text and the fields that have no value here (left as written)."""
+    placeholder (`launch` gives this recipe's own: its pinned revision, its runtime cache),
+    `{{…}}` -> literal braces, as sparkrun renders a recipe's env. Returns the text and the
+    fields that have no value here (left as written)."""
+    fields = {**LAUNCH_PLACEHOLDERS, **(launch or {})}
     missing: list[str] = []
     out: list[str] = []
     cursor = 0
@@ -148,8 +152,8 @@ def render_env_template(value: str, config: Mapping[str, Any]) -> tuple[str, lis
         if namespace == "config" and config.get(field) is not None:
             v = config[field]
             out.append(("true" if v else "false") if isinstance(v, bool) else str(v))
-        elif namespace == "launch" and LAUNCH_PLACEHOLDERS.get(field):
-            out.append(str(LAUNCH_PLACEHOLDERS[field]))
+        elif namespace == "launch" and fields.get(field):
+            out.append(str(fields[field]))
         else:
             missing.append(name)
             out.append(value[m.start() : cursor])

@@ -43,8 +43,11 @@ class SimContainer:
     # and then kills (SIGKILL) the shell and the program with it
     main_is_shell: bool = False
     id: str = ""
+    image_id: str = ""  # the image it was created from (a tag moved later does not change it)
 
     def __post_init__(self) -> None:
+        if not self.image_id:
+            self.image_id = image_id(self.node, self.image) or default_image_id(self.image)
         if not self.id:
             self.id = hashlib.sha256(
                 f"{self.node.name}:{self.name}:{self.created_at}".encode()
@@ -152,7 +155,7 @@ class SimContainer:
                 "StartedAt": iso(self.started_at),
                 "FinishedAt": iso(self.finished_at),
             },
-            "Image": "sha256:" + hashlib.sha256(self.image.encode()).hexdigest(),
+            "Image": self.image_id,
             "Name": "/" + self.name,
             "RestartCount": self.restart_count,
             "HostConfig": {
@@ -173,6 +176,29 @@ class SimContainer:
         if f is None:
             return None
         return f if isinstance(f, str) else f.text(now)
+
+
+def default_image_id(ref: str) -> str:
+    """The ID a simulated image reference has until a test moves its tag."""
+    return "sha256:" + hashlib.sha256(ref.encode()).hexdigest()
+
+
+def image_id(node: SimNode, ref: str) -> str | None:
+    """The ID of the image `ref` names on the node: a tag (first used: its default ID), or an
+    image ID (`sha256:…`) the node holds; None for an ID it does not hold."""
+    if ref.startswith("sha256:"):
+        return ref if ref in node.image_ids else None
+    if ref not in node.images:
+        node.images[ref] = default_image_id(ref)
+    node.image_ids.add(node.images[ref])
+    return node.images[ref]
+
+
+def move_tag(node: SimNode, ref: str, new_id: str) -> None:
+    """A pull or build that points `ref` at another image: the old one stays on the node."""
+    image_id(node, ref)
+    node.images[ref] = new_id
+    node.image_ids.add(new_id)
 
 
 def _ago(s: float) -> str:

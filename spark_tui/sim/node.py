@@ -102,6 +102,10 @@ class SimNode:
     models: dict[str, int] = field(default_factory=dict)
     # checkpoint shards moved away (`mv`): a moved shard's content lives on in `files`
     shards_moved: set[str] = field(default_factory=set)
+    # images in its dockerd: reference -> image ID, and every ID it holds (a tag moved to a new
+    # image leaves the old one behind, as docker does); a reference first used gets its ID
+    images: dict[str, str] = field(default_factory=dict)
+    image_ids: set[str] = field(default_factory=set)
     next_pid: int = 4000
 
     def __post_init__(self) -> None:

@@ -10,6 +10,7 @@ from spark_tui import shell
 from spark_tui.action_schemas import SCHEMAS
 from spark_tui.errors import InputError
 from spark_tui.kb.schema import Action
+from spark_tui.nodes.transport import NodeUnreachable
 from spark_tui.recipes.render import render_plan
 from spark_tui.recipes.revisions import mark_served
 from spark_tui.remedy.actions.base import (
@@ -64,8 +65,33 @@ def run_launch(planned: PlannedAction, ctx: RunContext) -> bool:
         return ctx.fail(node, launched.describe(), planned.type)
     if any(s.kind == "smoke" for s in planned.launch.steps):
         ctx.revisions.mark_launched(planned.launch.recipe)
-        mark_served(ctx.revisions, planned.launch.recipe, launched.tok_s)  # rollback's target
+        # rollback's target: the recipe, and the image ID each node's container ran
+        mark_served(
+            ctx.revisions, planned.launch.recipe, launched.tok_s, served_image_ids(planned, ctx)
+        )
     return True
+
+
+def served_image_ids(planned: PlannedAction, ctx: RunContext) -> dict[str, str]:
+    """node -> the image ID its container was created from (`docker inspect`), head first,
+    read once the launch served: what the recipe's tag named then, whatever it names later. A
+    node that does not answer is left out (a read: nothing changes)."""
+    assert planned.launch is not None
+    recipe = planned.launch.recipe
+    out: dict[str, str] = {}
+    for i, node in enumerate(planned.launch.nodes):
+        transport = ctx.transports.get(node)
+        if transport is None:
+            continue
+        name = recipe.head_container if i == 0 else recipe.worker_container
+        command = "docker inspect --format '{{.Image}}' " + shell.quote(name)
+        try:
+            res = transport.run(command, timeout=30)
+        except NodeUnreachable:
+            continue
+        if res.ok and res.stdout.strip():
+            out[node] = res.stdout.strip()
+    return out
 
 
 def missing_values_text(names: list[str]) -> str:

@@ -94,6 +94,13 @@ def _run(sub: str, args: list[str], ctx: Ctx, stdin: str) -> Out:
             "",
             f'docker: Error response from daemon: Conflict. The container name "/{name}" is already in use by container "{c.id}". You have to remove (or rename) that container to be able to reuse that name.\n',
         )
+    if dk.image_id(node, rest[0]) is None:
+        return Out(
+            125,
+            "",
+            f"docker: Error response from daemon: No such image: {rest[0]}.\n"
+            "See 'docker run --help'.\n",
+        )
     labels = {}
     for lab in opts.get("-l", []) + opts.get("--label", []):
         k, _, v = lab.partition("=")
@@ -328,8 +335,33 @@ def _inspect(sub: str, args: list[str], ctx: Ctx, stdin: str) -> Out:
 
 
 def _images(sub: str, args: list[str], ctx: Ctx, stdin: str) -> Out:
-    """docker images: none are simulated."""
+    """docker images: none are listed; `docker image inspect [-f FMT] REF…` answers the
+    node's image IDs."""
+    if sub == "image" and args[:1] == ["inspect"]:
+        return _image_inspect(args[1:], ctx)
     return Out(0, "REPOSITORY   TAG   IMAGE ID   CREATED   SIZE\n")
+
+
+def _image_inspect(args: list[str], ctx: Ctx) -> Out:
+    fmt = None
+    refs = []
+    i = 0
+    while i < len(args):
+        if args[i] in ("-f", "--format") and i + 1 < len(args):
+            fmt, i = args[i + 1], i + 2
+            continue
+        if not args[i].startswith("-"):
+            refs.append(args[i])
+        i += 1
+    found: list[dict[str, object]] = []
+    for ref in refs:
+        iid = dk.image_id(ctx.node, ref)
+        if iid is None:
+            return Out(1, "[]\n", f"Error response from daemon: No such image: {ref}\n")
+        found.append({"Id": iid, "RepoTags": [r for r, v in ctx.node.images.items() if v == iid]})
+    if fmt:
+        return Out(0, "".join(_go_template(fmt, d) + "\n" for d in found))
+    return Out(0, json.dumps(found, indent=4) + "\n")
 
 
 def _pull(sub: str, args: list[str], ctx: Ctx, stdin: str) -> Out:

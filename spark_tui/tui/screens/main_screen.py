@@ -10,7 +10,7 @@ import contextlib
 import dataclasses
 import threading
 from collections.abc import Callable
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual import work
 from textual.app import ComposeResult
@@ -49,6 +49,10 @@ from spark_tui.tui.widgets.diagnosis_detail import DiagnosisDetail
 from spark_tui.tui.widgets.log_pane import LogPane
 from spark_tui.tui.widgets.node_pane import NodePane
 from spark_tui.tui.widgets.status_line import StatusLine
+
+if TYPE_CHECKING:
+    from spark_tui.recipes.model import Recipe
+    from spark_tui.recipes.revisions import Served
 
 PANE_LIMIT = 12  # node panes on the screen; more nodes are counted in one line
 STORY_REQUESTS = 8  # a simulated story's client sends this many chat requests, at most
@@ -451,8 +455,6 @@ class MainScreen(Screen):
         asked, then applied (a new revision, journaled); the next launch uses it."""
         import time
 
-        from spark_tui.tui.screens.confirm_modal import ConfirmModal
-
         running = self._running_action()
         if running is not None:
             self.notify(f"{running} is running: wait for it.", severity="warning")
@@ -467,6 +469,19 @@ class MainScreen(Screen):
         if not diff:
             self.notify(f"{current.id} rev {current.revision} is what served at {when}")
             return
+        self._rollback_images(current, served, diff, when)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="rollback-preview")
+    def _rollback_images(self, current: Recipe, served: Served, diff: str, when: str) -> None:
+        """Each node's copy of the image a rollback pins (read from the nodes), then ask."""
+        image = "\n".join(self.session.rollback_image_lines(served))
+        self.app.call_from_thread(self._ask_rollback, current, served, diff, when, image)
+
+    def _ask_rollback(
+        self, current: Recipe, served: Served, diff: str, when: str, image: str
+    ) -> None:
+        from spark_tui.tui.screens.confirm_modal import ConfirmModal
+
         lines = diff.rstrip("\n").splitlines()
         shown = "\n".join(lines[:24]) + (
             f"\n… {len(lines) - 24} more lines" if len(lines) > 24 else ""
@@ -474,7 +489,7 @@ class MainScreen(Screen):
         prompt = (
             f"Roll {current.id} back to what served at {when} "
             f"(revision {served.revision}, image {served.image or 'none'})?\n"
-            f"A new revision; the next launch uses it.\n\n{shown}"
+            f"A new revision; the next launch uses it.\n{image}\n\n{shown}"
         )
 
         def answer(yes: bool | None) -> None:
